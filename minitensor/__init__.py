@@ -1,0 +1,22 @@
+"""minitensor: a from-scratch reverse-mode autograd engine over NumPy arrays.
+
+    import minitensor as mt
+    x = mt.tensor([[1.0, 2.0]], requires_grad=True)
+    loss = (x * x).sum()
+    loss.backward()
+    x.grad          # array([[2., 4.]], dtype=float32)
+"""
+
+from . import nn, testing
+from .autograd import Function, enable_grad, no_grad
+from .creation import arange, eye, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
+from .gradcheck import GradcheckError, gradcheck
+from .nn import functional as F
+from .random import manual_seed
+from .tensor import Tensor, cat, get_default_dtype, maximum, set_default_dtype, stack, where
+
+__all__ = [
+    "Tensor", "tensor", "zeros", "ones", "randn", "rand", "arange", "eye", "full", "zeros_like",
+    "ones_like", "cat", "stack", "where", "maximum", "no_grad", "enable_grad", "set_default_dtype",
+    "get_default_dtype", "gradcheck", "GradcheckError", "manual_seed", "Function", "nn", "F", "testing",
+]

@@ -1,0 +1,395 @@
+"""The whole engine: `Function`, `Context`, and the backward walk.
+
+Read this file top to bottom once and you know how minitensor computes
+gradients. Nothing here knows any particular op; the ops live in `ops/`.
+
+The picture
+-----------
+Every differentiable op is a `Function` subclass with two static methods on
+plain arrays, side by side::
+
+    class Exp(Function):
+        @staticmethod
+        def forward(ctx, x):           # x: an array
+            y = np.exp(x)
+            ctx.save_for_backward(y)   # what backward will need
+            return y
+
+        @staticmethod
+        def backward(ctx, grad):       # grad = dL/dy, same shape as y
+            (y,) = ctx.saved_tensors
+            return grad * y            # dL/dx = dL/dy * dy/dx
+
+`Exp.apply(t)` runs `forward` on `t.data` and, when a gradient is wanted,
+returns a Tensor whose `grad_fn` is the `Context` of that call. The Context is
+the graph node: it holds the saved arrays and one *edge* per input, which
+points at the input's own `grad_fn` (or, for a leaf, at the leaf Tensor).
+
+`backward(loss)` sorts the nodes so that each runs after every node that feeds
+it a gradient, then calls each `backward` once with the summed gradient of its
+output, undoes broadcasting (`unbroadcast`) and passes the results along the
+edges. Leaves add what reaches them into `.grad`.
+
+Writing your own op: subclass `Function`, write `forward` and `backward` as
+above, and call `YourOp.apply(tensor, ..., option=value)`. Options (axis=,
+keepdims=, ...) are passed as keywords to `forward` only; store what backward
+needs on `ctx`. `backward` returns one gradient per tensor input (a tuple when
+there are several), or None for an input that needs none; the gradient may
+have the broadcast shape of the output: the engine sums it back down.
+"""
+
+import numpy as np
+
+# ----------------------------------------------------------------------------
+# Grad mode: is the graph being recorded?
+# ----------------------------------------------------------------------------
+
+_grad_enabled = True
+
+
+def is_grad_enabled():
+    """True when ops record the graph (outside `no_grad()`)."""
+    return _grad_enabled
+
+
+class _GradMode:
+    """Set grad mode inside a `with` block (or a decorated function), then restore it."""
+
+    enabled = True
+
+    def __enter__(self):
+        global _grad_enabled
+        self._previous = _grad_enabled
+        _grad_enabled = self.enabled
+        return self
+
+    def __exit__(self, *exc_info):
+        global _grad_enabled
+        _grad_enabled = self._previous
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with type(self)():
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class no_grad(_GradMode):
+    """`with mt.no_grad():` ops record no graph (evaluation, optimizer steps)."""
+
+    enabled = False
+
+
+class enable_grad(_GradMode):
+    """`with mt.enable_grad():` record the graph again inside a `no_grad` block."""
+
+    enabled = True
+
+
+# ----------------------------------------------------------------------------
+# Broadcasting, undone in one place
+# ----------------------------------------------------------------------------
+
+
+def unbroadcast(grad, shape):
+    """Sum `grad` back down to `shape`, undoing NumPy broadcasting.
+
+    The adjoint of broadcasting is summing: if x of shape (3, 1) was broadcast
+    to (2, 3, 4) in the forward pass, each x[i, 0] was used 2 * 4 times, so
+    dL/dx[i, 0] is the sum of the gradients of those 8 uses. We sum over the
+    leading axes broadcasting added (axis 0 here) and over every axis where x
+    had size 1 (axis 2 here), then drop the added axes.
+
+    The engine calls this for every input of every op, so no op's backward
+    needs to; an op's backward may return a gradient of the output's shape.
+    """
+    shape = tuple(shape)
+    if grad.shape == shape:
+        return grad
+    added = grad.ndim - len(shape)
+    if added < 0 or any(
+        size != 1 and size != grad.shape[added + i] for i, size in enumerate(shape)
+    ):
+        raise ValueError(
+            f"unbroadcast: a gradient of shape {grad.shape} cannot be summed down to "
+            f"shape {shape}: {shape} does not broadcast to {grad.shape}"
+        )
+    summed_axes = tuple(range(added)) + tuple(
+        added + i for i, size in enumerate(shape) if size == 1 and grad.shape[added + i] != 1
+    )
+    reduced = grad.sum(axis=summed_axes, keepdims=True)  # keepdims keeps x's size-1 axes
+    return reduced.reshape(shape)  # and the reshape drops the leading axes broadcasting added
+
+
+# ----------------------------------------------------------------------------
+# Context: one node of the graph
+# ----------------------------------------------------------------------------
+
+
+class Context:
+    """One recorded call of a Function: the graph node a Tensor's `grad_fn` points to.
+
+    What a debugger shows on a node:
+      name              the op's name, e.g. "Softmax"
+      function          the Function subclass (Softmax), whose backward will run
+      needs_input_grad  one bool per input: skip work for inputs that need no gradient
+      saved_tensors     the arrays forward saved (raises once they were freed)
+      edges             one per input: its grad_fn (a Context), the leaf Tensor, or None
+      input_shapes      the input shapes, so broadcasting can be undone
+    Anything an op sets on ctx (ctx.axis = axis) stays there as a plain attribute.
+    """
+
+    _hooks = ()  # per-node list, created on first register_hook
+    _retained = None  # weak reference to a non-leaf tensor that called retain_grad()
+
+    def __init__(self, function, inputs):
+        self.function = function
+        self._inputs = inputs  # only during forward, to recognise saved inputs; then dropped
+        self.needs_input_grad = tuple(t.requires_grad for t in inputs)
+        self._saved = ()
+        self._saved_versions = ()
+        self._freed = False
+
+    @property
+    def name(self):
+        return self.function.__name__
+
+    def __repr__(self):
+        return f"<{self.name} node>"
+
+    def save_for_backward(self, *arrays):
+        """Keep arrays for backward. Saving an input or the output lets the engine
+        check, before backward uses it, that no in-place op changed it meanwhile."""
+        self._saved = arrays
+        versions = []
+        for index, array in enumerate(arrays):
+            for position, tensor in enumerate(self._inputs):
+                if array is tensor.data:
+                    versions.append((index, f"input {position}", tensor._version_counter, tensor._version))
+                    break
+        self._saved_versions = versions
+
+    @property
+    def saved_tensors(self):
+        """The arrays `save_for_backward` recorded, checked for freeing and in-place changes."""
+        if self._freed:
+            raise RuntimeError(
+                f"Trying to backward through the graph a second time: {self.name}'s saved "
+                f"arrays were freed by the first backward() to save memory. If you need to "
+                f"call backward twice, pass retain_graph=True to the first call."
+            )
+        for index, role, counter, expected in self._saved_versions:
+            if counter[0] != expected:
+                array = self._saved[index]
+                raise RuntimeError(
+                    f"{self.name}.backward needs its saved {role} (a {array.dtype} tensor of "
+                    f"shape {array.shape}), but an in-place operation changed that tensor after "
+                    f"{self.name} saved it: it is at version {counter[0]}; {self.name} expected "
+                    f"version {expected}. Hint: use the out-of-place form (x = x + y instead of "
+                    f"x += y), or change a .clone() of the tensor."
+                )
+        return self._saved
+
+    def free(self):
+        """Drop the saved arrays (the memory an activation holds) after backward."""
+        if self._saved:
+            self._freed = True
+        self._saved = ()
+
+    def _record_output(self, tensor):
+        """Called by apply once the output Tensor exists: finish the node."""
+        inputs = self._inputs
+        self._inputs = None
+        self.edges = tuple(
+            (t.grad_fn if t.grad_fn is not None else t) if t.requires_grad else None for t in inputs
+        )
+        self.input_shapes = tuple(t.data.shape for t in inputs)
+        self.input_dtypes = tuple(t.data.dtype for t in inputs)
+        for index, array in enumerate(self._saved):
+            if array is tensor.data:
+                self._saved_versions.append((index, "output", tensor._version_counter, 0))
+
+
+class Function:
+    """Base class of every op. Subclass it, write `forward` and `backward`, call `apply`.
+
+    forward(ctx, *arrays, **options) -> array
+        Compute the output from plain arrays. Save what backward needs with
+        ctx.save_for_backward(...) or as attributes of ctx.
+    backward(ctx, grad) -> one gradient per input
+        Given grad = dL/d(output), return dL/d(input) for each input (a tuple
+        when there are several; None where ctx.needs_input_grad is False).
+    """
+
+    @staticmethod
+    def forward(ctx, *arrays, **options):
+        raise NotImplementedError("a Function subclass must define forward(ctx, *arrays)")
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise NotImplementedError("a Function subclass must define backward(ctx, grad)")
+
+    @classmethod
+    def apply(cls, *inputs, **options):
+        """Run forward on the inputs' arrays; record a node when a gradient is wanted."""
+        # The one upward import of the engine: apply must hand back a Tensor, and
+        # tensor.py imports this module, so the import waits until call time.
+        from .tensor import Tensor
+
+        for position, t in enumerate(inputs):
+            if not isinstance(t, Tensor):
+                raise TypeError(
+                    f"{cls.__name__}.apply: argument {position} is a {type(t).__name__}, not a "
+                    f"Tensor. Wrap arrays with mt.tensor(...); pass options such as axis= as keywords."
+                )
+        requires_grad = _grad_enabled and any(t.requires_grad for t in inputs)
+        ctx = Context(cls, inputs)
+        try:
+            output = cls.forward(ctx, *[t.data for t in inputs], **options)
+        except ValueError as error:
+            if "could not be broadcast" not in str(error):
+                raise
+            shapes = " and ".join(str(t.shape) for t in inputs)
+            raise ValueError(
+                f"{cls.__name__}: shapes {shapes} do not broadcast together (axes are compared "
+                f"from the right; each pair must be equal, or one of them 1)"
+            ) from None
+        if not isinstance(output, np.ndarray):
+            output = np.asarray(output)
+        if not requires_grad:
+            return Tensor._from_op(output, None)
+        result = Tensor._from_op(output, ctx)
+        ctx._record_output(result)
+        return result
+
+
+# ----------------------------------------------------------------------------
+# The backward walk
+# ----------------------------------------------------------------------------
+
+
+def topological_order(root):
+    """The nodes reachable from `root`, each before every node it sends gradient to.
+
+    An iterative depth-first search (no recursion, so a 100,000-op chain is
+    fine): a node is finished once all its inputs are; reversing the finish
+    order puts every consumer before its producers.
+    """
+    finished, visited = [], set()
+    stack = [(root, False)]
+    while stack:
+        node, inputs_done = stack.pop()
+        if inputs_done:
+            finished.append(node)
+            continue
+        if node in visited:
+            continue
+        visited.add(node)
+        stack.append((node, True))
+        for edge in node.edges:
+            if type(edge) is Context and edge not in visited:
+                stack.append((edge, False))
+    finished.reverse()
+    return finished
+
+
+def _run_hooks(hooks, grad):
+    for hook in hooks:
+        replaced = hook(grad)
+        if replaced is not None:
+            grad = replaced
+    return grad
+
+
+def backward(root, grad=None, retain_graph=False):
+    """Compute d(root)/d(leaf) for every leaf that requires grad; add it to leaf.grad.
+
+    This is what `Tensor.backward` calls. `grad` is dL/d(root) and may be
+    omitted only for a one-element root (it is then 1).
+    """
+    from .tensor import Tensor
+
+    if not root.requires_grad:
+        raise RuntimeError(
+            f"backward(): this tensor (shape {root.shape}) does not require grad and has no "
+            f"grad_fn, so there is nothing to differentiate. Create the inputs with "
+            f"requires_grad=True, outside mt.no_grad()."
+        )
+    if grad is None:
+        if root.data.size != 1:
+            raise RuntimeError(
+                f"backward() without a gradient needs a scalar (one-element) tensor, but this "
+                f"one has shape {root.shape}. Reduce it first (loss = y.sum()), or pass dL/dy "
+                f"of shape {root.shape}: y.backward(grad)."
+            )
+        grad = np.ones_like(root.data)
+    else:
+        grad = grad.data if isinstance(grad, Tensor) else grad
+        grad = np.asarray(grad, dtype=root.data.dtype)
+        if grad.shape != root.shape:
+            raise ValueError(
+                f"backward(grad): grad has shape {grad.shape} but the tensor has shape {root.shape}"
+            )
+
+    if root.grad_fn is None:  # backward on a leaf: its gradient is grad itself
+        _accumulate_leaf(root, grad)
+        return
+
+    pending = {root.grad_fn: grad}  # node -> sum of the gradients reaching its output
+    leaf_grads = {}  # id(leaf) -> (leaf, sum of the gradients reaching it)
+    for node in topological_order(root.grad_fn):
+        grad_output = pending.pop(node, None)
+        if grad_output is None:  # every path to this node carried a None gradient
+            continue
+        if node._hooks:
+            grad_output = _run_hooks(node._hooks, grad_output)
+        if node._retained is not None:
+            tensor = node._retained()
+            if tensor is not None:
+                tensor.grad = grad_output.copy() if tensor.grad is None else tensor.grad + grad_output
+
+        grad_inputs = node.function.backward(node, grad_output)
+        if not isinstance(grad_inputs, tuple):
+            grad_inputs = (grad_inputs,)
+        if len(grad_inputs) != len(node.edges):
+            raise RuntimeError(
+                f"{node.name}.backward returned {len(grad_inputs)} gradient(s) for "
+                f"{len(node.edges)} input(s); return one per input (None where not needed)"
+            )
+        for edge, grad_input, shape, dtype in zip(
+            node.edges, grad_inputs, node.input_shapes, node.input_dtypes
+        ):
+            if edge is None or grad_input is None:
+                continue
+            if grad_input.shape != shape:
+                try:
+                    grad_input = unbroadcast(grad_input, shape)
+                except ValueError as error:
+                    raise RuntimeError(f"{node.name}.backward: {error}") from None
+            if grad_input.dtype != dtype:
+                grad_input = grad_input.astype(dtype)
+            if type(edge) is Context:
+                previous = pending.get(edge)
+                pending[edge] = grad_input if previous is None else previous + grad_input
+            else:
+                previous = leaf_grads.get(id(edge))
+                leaf_grads[id(edge)] = (edge, grad_input if previous is None else previous[1] + grad_input)
+        if not retain_graph:
+            node.free()
+
+    for leaf, leaf_grad in leaf_grads.values():
+        _accumulate_leaf(leaf, leaf_grad)
+
+
+def _accumulate_leaf(leaf, grad):
+    """Leaves accumulate across backward calls, as in PyTorch (hence zero_grad)."""
+    if leaf._hooks:
+        grad = _run_hooks(leaf._hooks, grad)
+    # A copy on first store: the same array may reach two leaves (Add returns grad twice),
+    # and an optimizer that updates one leaf's .grad in place must not touch the other.
+    leaf.grad = grad.copy() if leaf.grad is None else leaf.grad + grad

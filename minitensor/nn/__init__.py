@@ -1,0 +1,5 @@
+"""Neural-network building blocks. `functional` (F) holds the stateless functions."""
+
+from . import functional
+
+__all__ = ["functional"]

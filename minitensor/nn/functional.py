@@ -1,0 +1,81 @@
+"""Functions on tensors, named as in torch.nn.functional (imported as F)."""
+
+import numpy as np
+
+from .. import ops
+from ..random import generator
+from ..tensor import Tensor
+
+
+def linear(x, weight, bias=None):
+    """y = x W^T + b, with W of shape (out_features, in_features), as torch's Linear."""
+    y = x @ weight.T
+    return y if bias is None else y + bias
+
+
+def relu(x):
+    return ops.ReLU.apply(x)
+
+
+def gelu(x, approximate="none"):
+    """GELU: exact (erf) by default, or approximate="tanh" as GPT-2."""
+    return ops.GELU.apply(x, approximate=approximate)
+
+
+def silu(x):
+    return ops.SiLU.apply(x)
+
+
+def softmax(x, axis=-1):
+    return ops.Softmax.apply(x, axis=axis)
+
+
+def log_softmax(x, axis=-1):
+    return ops.LogSoftmax.apply(x, axis=axis)
+
+
+def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+    """Cross-entropy of raw logits against class indices (or probabilities).
+
+    logits (N, C) with target (N,), or (N, C, d1, ...) with target (N, d1, ...):
+    the class axis is 1, as in PyTorch. For (B, T, V) language-model logits use
+    cross_entropy(logits.reshape(-1, V), targets.reshape(-1)).
+    """
+    target = target if isinstance(target, Tensor) else Tensor(np.asarray(target))
+    return ops.CrossEntropy.apply(
+        logits, target, ignore_index=ignore_index, label_smoothing=label_smoothing, reduction=reduction
+    )
+
+
+def mse_loss(prediction, target, reduction="mean"):
+    target = target if isinstance(target, Tensor) else Tensor(np.asarray(target, dtype=prediction.dtype))
+    return ops.MSELoss.apply(prediction, target, reduction=reduction)
+
+
+def dropout(x, p=0.5, training=True):
+    """Zero each element with probability p and scale the rest by 1 / (1 - p)
+    (inverted dropout: nothing changes at evaluation time). Seeded by mt.manual_seed."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    keep = generator().random(x.shape) >= p
+    scale = (keep / (1.0 - p)).astype(x.dtype)
+    return x * Tensor(scale)
+
+
+def embedding(indices, weight):
+    """Rows of weight (num_embeddings, dim) picked by integer indices of any shape."""
+    indices = indices.data if isinstance(indices, Tensor) else np.asarray(indices)
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"embedding: indices must be integers, got dtype {indices.dtype}")
+    vocabulary = weight.shape[0]
+    if indices.size and (indices.min() < 0 or indices.max() >= vocabulary):
+        bad = indices[(indices < 0) | (indices >= vocabulary)].flat[0]
+        raise IndexError(
+            f"embedding: index {bad} is out of range for an embedding of {vocabulary} rows "
+            f"(valid indices are 0..{vocabulary - 1})"
+        )
+    return weight[indices]

@@ -1,0 +1,74 @@
+"""Activation functions: ReLU, GELU (exact and tanh), SiLU."""
+
+import math
+
+import numpy as np
+from scipy.special import erf
+
+from ..autograd import Function
+
+
+class ReLU(Function):
+    """y = max(x, 0).   dL/dx = grad where x > 0, else 0 (also at x = 0, as PyTorch)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        positive = x > 0
+        ctx.save_for_backward(positive)
+        return x * positive
+
+    @staticmethod
+    def backward(ctx, grad):
+        (positive,) = ctx.saved_tensors
+        return grad * positive
+
+
+class GELU(Function):
+    """y = x * Phi(x), Phi the standard normal CDF.
+
+    approximate="none" (PyTorch's default):
+        Phi(x) = (1 + erf(x / sqrt 2)) / 2,    dy/dx = Phi(x) + x * phi(x),
+        phi(x) = exp(-x**2 / 2) / sqrt(2 pi).
+    approximate="tanh" (GPT-2's choice):
+        y = x (1 + tanh u) / 2,  u = sqrt(2/pi) (x + 0.044715 x**3),
+        dy/dx = (1 + tanh u) / 2 + x (1 - tanh(u)**2) / 2 * sqrt(2/pi) (1 + 3 * 0.044715 x**2).
+    """
+
+    @staticmethod
+    def forward(ctx, x, approximate="none"):
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        ctx.save_for_backward(x)
+        ctx.approximate = approximate
+        if approximate == "tanh":
+            u = math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)
+            return 0.5 * x * (1 + np.tanh(u))
+        return 0.5 * x * (1 + erf(x / math.sqrt(2)))
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        if ctx.approximate == "tanh":
+            tanh_u = np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))
+            du_dx = math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * x**2)
+            dy_dx = 0.5 * (1 + tanh_u) + 0.5 * x * (1 - tanh_u**2) * du_dx
+        else:
+            cdf = 0.5 * (1 + erf(x / math.sqrt(2)))
+            pdf = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+            dy_dx = cdf + x * pdf
+        return grad * dy_dx
+
+
+class SiLU(Function):
+    """y = x * sigmoid(x) (also called swish).   dy/dx = s (1 + x (1 - s)), s = sigmoid(x)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        s = (1 + np.tanh(x / 2)) / 2  # sigmoid without overflow
+        ctx.save_for_backward(x, s)
+        return x * s
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, s = ctx.saved_tensors
+        return grad * s * (1 + x * (1 - s))

@@ -1,0 +1,296 @@
+"""Elementwise ops: arithmetic with broadcasting, and the pointwise functions.
+
+Each backward returns dL/d(input) with the *output's* (broadcast) shape; the
+engine's `unbroadcast` sums it back to the input's shape. Notation: y is the
+output, grad is dL/dy, and every product below is elementwise.
+"""
+
+import numpy as np
+
+from ..autograd import Function
+
+
+class Add(Function):
+    """y = a + b.   dL/da = grad,  dL/db = grad."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        return a + b
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, grad
+
+
+class Sub(Function):
+    """y = a - b.   dL/da = grad,  dL/db = -grad."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        return a - b
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad_b = -grad if ctx.needs_input_grad[1] else None
+        return grad, grad_b
+
+
+class Mul(Function):
+    """y = a * b.   dL/da = grad * b,  dL/db = grad * a."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        grad_a = grad * b if ctx.needs_input_grad[0] else None
+        grad_b = grad * a if ctx.needs_input_grad[1] else None
+        return grad_a, grad_b
+
+
+class Div(Function):
+    """y = a / b.   dL/da = grad / b,  dL/db = -grad * a / b**2."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a / b
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        grad_a = grad / b if ctx.needs_input_grad[0] else None
+        grad_b = -grad * a / (b * b) if ctx.needs_input_grad[1] else None
+        return grad_a, grad_b
+
+
+class Neg(Function):
+    """y = -x.   dL/dx = -grad."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return -x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return -grad
+
+
+class Pow(Function):
+    """y = a ** b.   dL/da = grad * b * a**(b - 1),  dL/db = grad * y * log(a).
+
+    log(a) is only needed when the exponent wants a gradient; where a == 0 we
+    take y * log(a) = 0 (the limit for b > 0), as PyTorch does.
+    """
+
+    @staticmethod
+    def forward(ctx, a, b):
+        y = a**b
+        ctx.save_for_backward(a, b, y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b, y = ctx.saved_tensors
+        grad_a = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_a = grad * b * a ** (b - 1)
+        if ctx.needs_input_grad[1]:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                y_log_a = np.where(a == 0, 0, y * np.log(np.where(a == 0, 1, a)))
+            grad_b = grad * y_log_a
+        return grad_a, grad_b
+
+
+class Exp(Function):
+    """y = exp(x).   dL/dx = grad * y."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = np.exp(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * y
+
+
+class Log(Function):
+    """y = log(x).   dL/dx = grad / x."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return np.log(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad / x
+
+
+class Sqrt(Function):
+    """y = sqrt(x).   dL/dx = grad / (2 y)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = np.sqrt(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad / (2 * y)
+
+
+class Tanh(Function):
+    """y = tanh(x).   dL/dx = grad * (1 - y**2)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = np.tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * (1 - y * y)
+
+
+class Sigmoid(Function):
+    """y = 1 / (1 + exp(-x)).   dL/dx = grad * y * (1 - y).
+
+    Computed as (1 + tanh(x / 2)) / 2, which equals the formula above and never
+    overflows: exp(-x) is inf for x < -710 in float64 (-88 in float32).
+    """
+
+    @staticmethod
+    def forward(ctx, x):
+        y = (1 + np.tanh(x / 2)) / 2
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * y * (1 - y)
+
+
+class Abs(Function):
+    """y = |x|.   dL/dx = grad * sign(x), with sign(0) = 0 (PyTorch's choice)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return np.abs(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * np.sign(x)
+
+
+class Clip(Function):
+    """y = min(max(x, low), high).   dL/dx = grad where low <= x <= high, else 0.
+
+    The bounds are inclusive, as in torch.clamp: at x == low the gradient passes.
+    `low` or `high` may be None for a one-sided clip.
+    """
+
+    @staticmethod
+    def forward(ctx, x, low=None, high=None):
+        inside = np.ones(x.shape, dtype=bool)
+        if low is not None:
+            inside &= x >= low
+        if high is not None:
+            inside &= x <= high
+        ctx.save_for_backward(inside)
+        return np.clip(x, low, high)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (inside,) = ctx.saved_tensors
+        return grad * inside
+
+
+class Maximum(Function):
+    """y = max(a, b) elementwise.   The gradient goes to the larger input; on a tie
+    each input gets half (as torch.maximum), so the two halves still sum to grad."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return np.maximum(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        share_a = (a > b) + 0.5 * (a == b)
+        grad_a = grad * share_a if ctx.needs_input_grad[0] else None
+        grad_b = grad * (1 - share_a) if ctx.needs_input_grad[1] else None
+        return grad_a, grad_b
+
+
+class Where(Function):
+    """y = a where condition else b.   dL/da = grad where condition, dL/db = grad elsewhere."""
+
+    @staticmethod
+    def forward(ctx, a, b, condition):
+        ctx.save_for_backward(condition)
+        return np.where(condition, a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (condition,) = ctx.saved_tensors
+        grad_a = np.where(condition, grad, 0) if ctx.needs_input_grad[0] else None
+        grad_b = np.where(condition, 0, grad) if ctx.needs_input_grad[1] else None
+        return grad_a, grad_b
+
+
+class MaskedFill(Function):
+    """y = value where mask else x (mask True marks a hidden position, as in the seeds).
+
+    dL/dx = grad where the mask is False; the filled positions get no gradient.
+    """
+
+    @staticmethod
+    def forward(ctx, x, mask, value):
+        ctx.save_for_backward(mask)
+        return np.where(mask, np.asarray(value, dtype=x.dtype), x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        return np.where(mask, 0, grad)
+
+
+class Cast(Function):
+    """y = x converted to `dtype`.   dL/dx = grad converted back to x's dtype."""
+
+    @staticmethod
+    def forward(ctx, x, dtype):
+        ctx.input_dtype = x.dtype
+        return x.astype(dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.astype(ctx.input_dtype)
+
+
+class Clone(Function):
+    """y = a copy of x, so that in-place changes of y leave x alone.   dL/dx = grad."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.copy()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad

@@ -1,0 +1,68 @@
+"""Matrix multiplication, with NumPy's rules for batches and 1-D operands."""
+
+import numpy as np
+
+from ..autograd import Function
+
+
+def check_matmul_shapes(a_shape, b_shape):
+    """Raise a ValueError naming both shapes when a @ b is undefined."""
+    if len(a_shape) == 0 or len(b_shape) == 0:
+        raise ValueError(
+            f"matmul: both operands need at least one axis, got shapes {a_shape} and {b_shape} "
+            f"(use * to multiply by a scalar)"
+        )
+    inner_a = a_shape[-1]
+    inner_b = b_shape[0] if len(b_shape) == 1 else b_shape[-2]
+    if inner_a != inner_b:
+        raise ValueError(
+            f"matmul: shapes {a_shape} and {b_shape} are not aligned: the last axis of the "
+            f"left operand ({inner_a}) must equal the "
+            f"{'only' if len(b_shape) == 1 else 'second-to-last'} axis of the right operand ({inner_b})"
+        )
+    try:
+        np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"matmul: the batch axes of shapes {a_shape} and {b_shape} do not broadcast "
+            f"({a_shape[:-2]} against {b_shape[:-2]})"
+        ) from None
+
+
+class MatMul(Function):
+    """Y = A @ B, batched over leading axes (which broadcast).
+
+    dL/dA = grad @ B^T,   dL/dB = A^T @ grad   (^T swaps the last two axes).
+
+    A 1-D operand is treated as NumPy does: a left vector as a row (1, k), a
+    right vector as a column (k, 1), and that axis is dropped from Y. In
+    backward we put the dropped axis back into grad, use the 2-D formulas, and
+    drop it again from the result; the engine then sums over broadcast batches.
+    """
+
+    @staticmethod
+    def forward(ctx, a, b):
+        check_matmul_shapes(a.shape, b.shape)
+        ctx.save_for_backward(a, b)
+        return np.matmul(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        a_is_vector, b_is_vector = a.ndim == 1, b.ndim == 1
+        a2 = a[None, :] if a_is_vector else a  # (1, k) row
+        b2 = b[:, None] if b_is_vector else b  # (k, 1) column
+        if b_is_vector:
+            grad = grad[..., None]  # (..., n, 1)
+        if a_is_vector:
+            grad = grad[..., None, :]  # (..., 1, m)
+        grad_a = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_a = np.matmul(grad, np.swapaxes(b2, -1, -2))  # (..., n, k)
+            if a_is_vector:
+                grad_a = grad_a[..., 0, :]  # (..., k)
+        if ctx.needs_input_grad[1]:
+            grad_b = np.matmul(np.swapaxes(a2, -1, -2), grad)  # (..., k, m)
+            if b_is_vector:
+                grad_b = grad_b[..., 0]  # (..., k)
+        return grad_a, grad_b

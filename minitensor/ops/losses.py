@@ -1,0 +1,125 @@
+"""Loss functions: cross-entropy (stable, with ignore_index and label smoothing) and MSE."""
+
+import numpy as np
+
+from ..autograd import Function
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def _check_reduction(op, reduction):
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+
+
+class CrossEntropy(Function):
+    """Cross-entropy between softmax(logits) and targets, as torch.nn.functional.cross_entropy.
+
+    Shapes (PyTorch's): logits (N, C) with targets (N,); or (C,) with a scalar
+    target; or (N, C, d1, ...) with targets (N, d1, ...): the classes are on axis 1.
+    Targets are class indices (integers) or, with the logits' shape, probabilities.
+
+    With log p = log_softmax(logits) over the classes and smoothing eps, the
+    target distribution of one row is q = (1 - eps) onehot(t) + eps / C, and
+        loss = -sum_c q_c log p_c,           dloss/dlogits = p * sum_c q_c - q.
+    Rows whose target is ignore_index contribute nothing and are not counted in
+    the mean. (If every row is ignored the mean is 0 / 0 = nan, as in PyTorch.)
+    """
+
+    @staticmethod
+    def forward(ctx, logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+        _check_reduction("cross_entropy", reduction)
+        if not 0.0 <= label_smoothing <= 1.0:
+            raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+        if logits.ndim == 0:
+            raise ValueError("cross_entropy: logits need a class axis, got a 0-d tensor")
+        class_axis = 0 if logits.ndim == 1 else 1
+        num_classes = logits.shape[class_axis]
+        soft = np.issubdtype(target.dtype, np.floating)
+        expected = logits.shape if soft else logits.shape[:class_axis] + logits.shape[class_axis + 1 :]
+        if target.shape != expected:
+            raise ValueError(
+                f"cross_entropy: logits of shape {logits.shape} (classes on axis {class_axis}) need "
+                f"{'probability' if soft else 'class-index'} targets of shape {expected}, "
+                f"got targets of shape {target.shape}"
+            )
+        rows = np.moveaxis(logits, class_axis, -1).reshape(-1, num_classes)  # (M, C)
+        shifted = rows - rows.max(axis=1, keepdims=True)
+        log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))  # (M, C)
+
+        if soft:
+            q = np.moveaxis(target, class_axis, -1).reshape(-1, num_classes).astype(log_p.dtype)
+            q = (1 - label_smoothing) * q + label_smoothing / num_classes
+            counted = np.ones(len(rows), dtype=bool)
+        else:
+            t = target.reshape(-1)
+            counted = t != ignore_index
+            bad = counted & ((t < 0) | (t >= num_classes))
+            if bad.any():
+                raise IndexError(
+                    f"cross_entropy: target {t[bad][0]} is out of range for {num_classes} classes "
+                    f"(valid targets are 0..{num_classes - 1}, or ignore_index={ignore_index})"
+                )
+            q = np.zeros_like(log_p)
+            q[np.arange(len(t))[counted], t[counted]] = 1 - label_smoothing
+            q[counted] += label_smoothing / num_classes  # ignored rows keep q = 0: no loss, no gradient
+
+        per_row = -(q * log_p).sum(axis=1)  # (M,)
+        ctx.save_for_backward(log_p, q)
+        ctx.logits_shape, ctx.class_axis, ctx.reduction = logits.shape, class_axis, reduction
+        ctx.count = int(counted.sum())
+        if reduction == "none":
+            return per_row.reshape(expected if not soft else expected[:class_axis] + expected[class_axis + 1 :])
+        if reduction == "sum":
+            return per_row.sum()
+        with np.errstate(invalid="ignore"):
+            return per_row.sum() / np.asarray(ctx.count, dtype=per_row.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        log_p, q = ctx.saved_tensors
+        p = np.exp(log_p)
+        grad_rows = p * q.sum(axis=1, keepdims=True) - q  # (M, C): dloss_row / dlogits
+        if ctx.reduction == "none":
+            grad_rows = grad_rows * grad.reshape(-1, 1)
+        elif ctx.reduction == "mean":
+            with np.errstate(invalid="ignore", divide="ignore"):
+                grad_rows = grad_rows * (grad / ctx.count)
+        else:
+            grad_rows = grad_rows * grad
+        class_axis = ctx.class_axis
+        moved_shape = np.moveaxis(np.empty(ctx.logits_shape, dtype=bool), class_axis, -1).shape
+        return np.moveaxis(grad_rows.reshape(moved_shape), -1, class_axis), None
+
+
+class MSELoss(Function):
+    """loss = mean((prediction - target)**2)  (or the sum, or no reduction).
+
+    dloss/dprediction = 2 (prediction - target) / n,   dloss/dtarget = the negative of that.
+    """
+
+    @staticmethod
+    def forward(ctx, prediction, target, reduction="mean"):
+        _check_reduction("mse_loss", reduction)
+        if prediction.shape != target.shape:
+            raise ValueError(
+                f"mse_loss: prediction of shape {prediction.shape} and target of shape "
+                f"{target.shape} must have the same shape"
+            )
+        difference = prediction - target
+        ctx.save_for_backward(difference)
+        ctx.reduction = reduction
+        squared = difference * difference
+        if reduction == "none":
+            return squared
+        return squared.sum() if reduction == "sum" else squared.mean()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (difference,) = ctx.saved_tensors
+        if ctx.reduction == "mean":
+            grad_prediction = 2 * difference * (grad / difference.size)
+        else:
+            grad_prediction = 2 * difference * grad
+        grad_target = -grad_prediction if ctx.needs_input_grad[1] else None
+        return grad_prediction, grad_target

@@ -1,0 +1,119 @@
+"""Reductions over `axis` (None, an int, or a tuple), with NumPy's `keepdims`.
+
+Every backward first puts the reduced axes back (as size 1) so the gradient
+broadcasts against the input: a reduction's adjoint is a broadcast.
+"""
+
+import numpy as np
+
+from ..autograd import Function
+from .axes import normalize_axes
+
+
+def _restore_axes(grad, axes, keepdims):
+    """Give grad its reduced axes back as size-1 axes (a no-op when keepdims was True)."""
+    return grad if keepdims else np.expand_dims(grad, axes)
+
+
+class Sum(Function):
+    """y = sum of x over `axis`.   dL/dx[i] = grad (broadcast back over the summed axes)."""
+
+    @staticmethod
+    def forward(ctx, x, axis=None, keepdims=False):
+        axes = normalize_axes(axis, x.ndim, "sum", x.shape)
+        ctx.axes, ctx.keepdims, ctx.input_shape = axes, keepdims, x.shape
+        return x.sum(axis=axes, keepdims=keepdims)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = _restore_axes(grad, ctx.axes, ctx.keepdims)
+        return np.broadcast_to(grad, ctx.input_shape)
+
+
+class Mean(Function):
+    """y = (1/n) sum of x over `axis`, n the number of elements summed.   dL/dx = grad / n."""
+
+    @staticmethod
+    def forward(ctx, x, axis=None, keepdims=False):
+        axes = normalize_axes(axis, x.ndim, "mean", x.shape)
+        ctx.axes, ctx.keepdims, ctx.input_shape = axes, keepdims, x.shape
+        ctx.count = int(np.prod([x.shape[a] for a in axes]))
+        return x.mean(axis=axes, keepdims=keepdims)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = _restore_axes(grad, ctx.axes, ctx.keepdims)
+        return np.broadcast_to(grad / ctx.count, ctx.input_shape)
+
+
+class Var(Function):
+    """y = sum((x - mean)**2) / (n - ddof) over `axis`.
+
+    dL/dx = grad * 2 (x - mean) / (n - ddof)   (the mean's own dependence on x
+    cancels, because sum(x - mean) = 0). ddof=0, NumPy's default, is the
+    biased variance layer norm uses; ddof=1 is torch.var's default.
+    """
+
+    @staticmethod
+    def forward(ctx, x, axis=None, keepdims=False, ddof=0):
+        axes = normalize_axes(axis, x.ndim, "var", x.shape)
+        count = int(np.prod([x.shape[a] for a in axes]))
+        centered = x - x.mean(axis=axes, keepdims=True)
+        ctx.save_for_backward(centered)
+        ctx.axes, ctx.keepdims, ctx.divisor = axes, keepdims, count - ddof
+        return (centered * centered).sum(axis=axes, keepdims=keepdims) / (count - ddof)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (centered,) = ctx.saved_tensors
+        grad = _restore_axes(grad, ctx.axes, ctx.keepdims)
+        return grad * 2 * centered / ctx.divisor
+
+
+class Max(Function):
+    """y = max of x over `axis`.
+
+    The gradient goes to the positions holding the maximum. When several tie,
+    they share it equally (each gets grad / count), so the total is grad:
+    the same choice as torch.amax and torch.max() without a dim.
+    """
+
+    @staticmethod
+    def forward(ctx, x, axis=None, keepdims=False):
+        axes = normalize_axes(axis, x.ndim, "max", x.shape)
+        if any(x.shape[a] == 0 for a in axes):
+            raise ValueError(f"max: the maximum over an empty axis is undefined (shape {x.shape}, axis {axis})")
+        y = x.max(axis=axes, keepdims=True)
+        is_max = x == y
+        ctx.save_for_backward(is_max)
+        ctx.axes, ctx.keepdims = axes, keepdims
+        return y if keepdims else np.squeeze(y, axis=axes)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (is_max,) = ctx.saved_tensors
+        grad = _restore_axes(grad, ctx.axes, ctx.keepdims)
+        ties = is_max.sum(axis=ctx.axes, keepdims=True)
+        return grad * is_max / ties
+
+
+class Min(Function):
+    """y = min of x over `axis`; the gradient is shared by tied minima, as in Max."""
+
+    @staticmethod
+    def forward(ctx, x, axis=None, keepdims=False):
+        axes = normalize_axes(axis, x.ndim, "min", x.shape)
+        if any(x.shape[a] == 0 for a in axes):
+            raise ValueError(f"min: the minimum over an empty axis is undefined (shape {x.shape}, axis {axis})")
+        y = x.min(axis=axes, keepdims=True)
+        is_min = x == y
+        ctx.save_for_backward(is_min)
+        ctx.axes, ctx.keepdims = axes, keepdims
+        return y if keepdims else np.squeeze(y, axis=axes)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (is_min,) = ctx.saved_tensors
+        grad = _restore_axes(grad, ctx.axes, ctx.keepdims)
+        ties = is_min.sum(axis=ctx.axes, keepdims=True)
+        return grad * is_min / ties

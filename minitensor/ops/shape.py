@@ -1,0 +1,144 @@
+"""Ops that move values around without changing them: reshape, transpose,
+broadcast (expand), indexing, concatenation and stacking.
+
+Their backward moves the gradient back to where each value came from.
+"""
+
+import numpy as np
+
+from ..autograd import Function
+from .axes import normalize_axis
+
+
+class Reshape(Function):
+    """y = x with a new shape (same values in the same order).   dL/dx = grad reshaped back.
+
+    reshape, view, squeeze and unsqueeze are all this op.
+    """
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        try:
+            y = x.reshape(shape)
+        except ValueError:
+            raise ValueError(
+                f"reshape: cannot reshape a tensor of shape {x.shape} ({x.size} elements) "
+                f"into shape {tuple(shape)}"
+            ) from None
+        ctx.input_shape = x.shape
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.reshape(ctx.input_shape)
+
+
+class Transpose(Function):
+    """y = x with its axes permuted: y.shape[i] = x.shape[axes[i]].
+
+    dL/dx = grad permuted by the inverse permutation (argsort of axes).
+    transpose, permute, swapaxes and .T are all this op.
+    """
+
+    @staticmethod
+    def forward(ctx, x, axes):
+        if sorted(axes) != list(range(x.ndim)):
+            raise ValueError(
+                f"permute: axes {tuple(axes)} are not a permutation of the {x.ndim} axes "
+                f"of a tensor of shape {x.shape}"
+            )
+        ctx.inverse = tuple(np.argsort(axes))
+        return x.transpose(axes)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.transpose(ctx.inverse)
+
+
+class Expand(Function):
+    """y = x broadcast to `shape` (a read-only view, nothing is copied).
+
+    dL/dx = grad summed over the broadcast axes. This backward returns grad as
+    it is: the engine's unbroadcast does the summing, as for every other op.
+    """
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        try:
+            return np.broadcast_to(x, shape)
+        except ValueError:
+            raise ValueError(
+                f"expand: a tensor of shape {x.shape} cannot be broadcast to shape {tuple(shape)}"
+            ) from None
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class Index(Function):
+    """y = x[index]: basic indexing (ints, slices, None, ...) and advanced indexing
+    (integer arrays, boolean masks).
+
+    dL/dx = zeros of x's shape with grad added at the indexed positions. We add
+    with np.add.at, not `dx[index] += grad`, because an index that appears
+    twice (x[[0, 0]]) must receive both gradients; `+=` would keep only one.
+    """
+
+    @staticmethod
+    def forward(ctx, x, index):
+        try:
+            y = x[index]
+        except IndexError as error:
+            raise IndexError(f"index: {error} (tensor of shape {x.shape}, index {index!r})") from None
+        ctx.index, ctx.input_shape = index, x.shape
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad_x = np.zeros(ctx.input_shape, dtype=grad.dtype)
+        np.add.at(grad_x, ctx.index, grad)
+        return grad_x
+
+
+class Cat(Function):
+    """y = the inputs joined along an existing `axis`.   dL/dx_k = the slice of grad x_k filled."""
+
+    @staticmethod
+    def forward(ctx, *xs, axis=0):
+        if not xs:
+            raise ValueError("cat: needs at least one tensor")
+        axis = normalize_axis(axis, xs[0].ndim, "cat", xs[0].shape)
+        for x in xs[1:]:
+            if x.ndim != xs[0].ndim or any(
+                n != m for i, (n, m) in enumerate(zip(x.shape, xs[0].shape)) if i != axis
+            ):
+                raise ValueError(
+                    f"cat: shapes {[x.shape for x in xs]} differ outside axis {axis}; "
+                    f"they must match on every other axis"
+                )
+        ctx.axis = axis
+        ctx.boundaries = np.cumsum([x.shape[axis] for x in xs])[:-1]
+        return np.concatenate(xs, axis=axis)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return tuple(np.split(grad, ctx.boundaries, axis=ctx.axis))
+
+
+class Stack(Function):
+    """y = the inputs stacked along a new `axis`.   dL/dx_k = grad taken at position k of that axis."""
+
+    @staticmethod
+    def forward(ctx, *xs, axis=0):
+        if not xs:
+            raise ValueError("stack: needs at least one tensor")
+        if any(x.shape != xs[0].shape for x in xs):
+            raise ValueError(f"stack: all tensors must have the same shape, got {[x.shape for x in xs]}")
+        axis = normalize_axis(axis, xs[0].ndim + 1, "stack", xs[0].shape)
+        ctx.axis = axis
+        return np.stack(xs, axis=axis)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return tuple(np.moveaxis(grad, ctx.axis, 0))

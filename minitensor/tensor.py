@@ -1,0 +1,596 @@
+"""Tensor: an array, its gradient, and the node that made it. Operators call ops.
+
+`Tensor.data` and `Tensor.grad` are plain NumPy arrays, so a debugger shows
+numbers. Every method that computes something is one line that calls a
+`Function` from `ops/`; that is where the math (and the backward) lives.
+"""
+
+import numpy as np
+
+from . import autograd, ops
+from .autograd import is_grad_enabled
+
+# ----------------------------------------------------------------------------
+# dtypes
+# ----------------------------------------------------------------------------
+
+_default_dtype = np.dtype(np.float32)
+
+
+def set_default_dtype(dtype):
+    """The dtype Python floats and lists of floats become (float32 unless changed)."""
+    global _default_dtype
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f":
+        raise TypeError(f"set_default_dtype: the default must be a floating dtype, got {dtype}")
+    _default_dtype = dtype
+
+
+def get_default_dtype():
+    return _default_dtype
+
+
+def _as_array(data, dtype=None):
+    """NumPy arrays (and NumPy scalars) keep their dtype; Python floats and lists
+    of floats take the default dtype; Python ints stay int64, bools stay bool."""
+    if isinstance(data, Tensor):
+        data = data.data
+    if dtype is not None:
+        return np.array(data, dtype=dtype)
+    if isinstance(data, (np.ndarray, np.generic)):
+        return np.array(data)
+    array = np.array(data)
+    if array.dtype.kind == "f":
+        array = array.astype(_default_dtype)
+    return array
+
+
+def _check_can_require_grad(array, requires_grad):
+    if requires_grad and array.dtype.kind not in "fc":
+        raise TypeError(
+            f"only floating-point tensors can require gradients, but this tensor "
+            f"(shape {array.shape}) has dtype {array.dtype}. Create it as floats, e.g. "
+            f"mt.tensor(x, dtype='float32', requires_grad=True)."
+        )
+
+
+# ----------------------------------------------------------------------------
+# Tensor
+# ----------------------------------------------------------------------------
+
+
+class Tensor:
+    """An n-dimensional array that remembers how it was computed.
+
+    data           the values (a NumPy array)
+    grad           dL/d(this tensor) after backward (a NumPy array of the same shape), or None
+    requires_grad  whether gradients flow to (and through) this tensor
+    grad_fn        the graph node (a Context) of the op that made it; None for a leaf
+    name           an optional label of yours, shown in repr and in the debugging tools
+    """
+
+    __slots__ = ("data", "grad", "requires_grad", "grad_fn", "name", "_hooks", "_version_counter", "__weakref__")
+    __array_ufunc__ = None  # numpy_array + tensor calls Tensor.__radd__ instead of looping in NumPy
+
+    def __init__(self, data, requires_grad=False, dtype=None, name=None):
+        array = _as_array(data, dtype)
+        _check_can_require_grad(array, requires_grad)
+        self.data = array
+        self.grad = None
+        self.requires_grad = bool(requires_grad)
+        self.grad_fn = None
+        self.name = name
+        self._hooks = ()
+        self._version_counter = [0]  # bumped by every in-place change; see Context.saved_tensors
+
+    @classmethod
+    def _from_op(cls, array, grad_fn):
+        """A Tensor around an op's output array; the fast path Function.apply takes."""
+        tensor = object.__new__(cls)
+        tensor.data = array
+        tensor.grad = None
+        tensor.requires_grad = grad_fn is not None
+        tensor.grad_fn = grad_fn
+        tensor.name = None
+        tensor._hooks = ()
+        tensor._version_counter = [0]
+        return tensor
+
+    # -- what it is -----------------------------------------------------------
+
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def ndim(self):
+        return self.data.ndim
+
+    @property
+    def size(self):
+        return self.data.size
+
+    @property
+    def is_leaf(self):
+        """A tensor no recorded op made: gradients are stored in its .grad."""
+        return self.grad_fn is None
+
+    @property
+    def _version(self):
+        return self._version_counter[0]
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __bool__(self):
+        return bool(self.data)
+
+    __hash__ = object.__hash__  # == is elementwise, so hashing stays by identity
+
+    def __array__(self, dtype=None, copy=None):
+        return self.data if dtype is None else self.data.astype(dtype)
+
+    def __repr__(self):
+        prefix = "tensor("
+        values = np.array2string(
+            self.data, separator=", ", prefix=prefix, precision=4, threshold=40, edgeitems=2
+        )
+        extras = [f"shape={self.shape}", f"dtype={self.dtype}"]
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn=<{self.grad_fn.name}>")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        if self.name is not None:
+            extras.append(f"name={self.name!r}")
+        return f"{prefix}{values}, {', '.join(extras)})"
+
+    # -- leaving the graph ----------------------------------------------------
+
+    def numpy(self):
+        """The values as a NumPy array (the array itself, not a copy)."""
+        return self.data
+
+    def item(self):
+        """The value of a one-element tensor as a Python number."""
+        if self.data.size != 1:
+            raise ValueError(f"item(): only one-element tensors convert to a number, this one has shape {self.shape}")
+        return self.data.item()
+
+    def tolist(self):
+        return self.data.tolist()
+
+    def detach(self):
+        """The same values (shared memory), cut from the graph: no grad flows back through it."""
+        return Tensor._from_op(self.data, None)
+
+    def clone(self):
+        """A copy with its own memory that stays in the graph (gradient flows back)."""
+        return ops.Clone.apply(self)
+
+    def to(self, dtype):
+        """A copy in another dtype (differentiable: the gradient is cast back)."""
+        dtype = np.dtype(dtype)
+        if dtype == self.dtype:
+            return self
+        if self.requires_grad and dtype.kind not in "fc":
+            return Tensor(self.data.astype(dtype))  # an integer copy leaves the graph
+        return ops.Cast.apply(self, dtype=dtype)
+
+    def float(self):
+        return self.to(np.float32)
+
+    def double(self):
+        return self.to(np.float64)
+
+    # -- autograd -------------------------------------------------------------
+
+    def backward(self, grad=None, retain_graph=False):
+        """Accumulate d(self)/d(leaf) into every leaf's .grad (see autograd.backward)."""
+        autograd.backward(self, grad, retain_graph)
+
+    def retain_grad(self):
+        """Keep .grad on this non-leaf tensor too (leaves always keep theirs)."""
+        if self.grad_fn is None:
+            if not self.requires_grad:
+                raise RuntimeError("retain_grad(): this tensor does not require grad")
+            return
+        import weakref
+
+        self.grad_fn._retained = weakref.ref(self)
+
+    def register_hook(self, hook):
+        """Call hook(grad) when this tensor's gradient is computed; a returned array replaces grad."""
+        if not self.requires_grad:
+            raise RuntimeError("register_hook(): this tensor does not require grad, so no gradient will reach it")
+        owner = self if self.grad_fn is None else self.grad_fn
+        if not owner._hooks:
+            owner._hooks = []
+        owner._hooks.append(hook)
+        return hook
+
+    def zero_grad(self):
+        self.grad = None
+
+    def requires_grad_(self, requires_grad=True):
+        if self.grad_fn is not None and not requires_grad:
+            raise RuntimeError("requires_grad_(False) on a non-leaf tensor: use .detach() instead")
+        _check_can_require_grad(self.data, requires_grad)
+        self.requires_grad = requires_grad
+        return self
+
+    # -- arithmetic -----------------------------------------------------------
+
+    def _coerce(self, other):
+        """A Python number or an array as a Tensor; a Python float takes self's float dtype."""
+        if isinstance(other, Tensor):
+            return other
+        if isinstance(other, (bool, int, float)) and not isinstance(other, np.generic):
+            dtype = self.dtype if self.dtype.kind in "fc" else np.result_type(self.dtype, other)
+            return Tensor._from_op(np.array(other, dtype=dtype), None)
+        return Tensor(other)
+
+    def __add__(self, other):
+        return ops.Add.apply(self, self._coerce(other))
+
+    def __radd__(self, other):
+        return ops.Add.apply(self._coerce(other), self)
+
+    def __sub__(self, other):
+        return ops.Sub.apply(self, self._coerce(other))
+
+    def __rsub__(self, other):
+        return ops.Sub.apply(self._coerce(other), self)
+
+    def __mul__(self, other):
+        return ops.Mul.apply(self, self._coerce(other))
+
+    def __rmul__(self, other):
+        return ops.Mul.apply(self._coerce(other), self)
+
+    def __truediv__(self, other):
+        return ops.Div.apply(self, self._coerce(other))
+
+    def __rtruediv__(self, other):
+        return ops.Div.apply(self._coerce(other), self)
+
+    def __pow__(self, exponent):
+        return ops.Pow.apply(self, self._coerce(exponent))
+
+    def __rpow__(self, base):
+        return ops.Pow.apply(self._coerce(base), self)
+
+    def __matmul__(self, other):
+        return ops.MatMul.apply(self, self._coerce(other))
+
+    def __rmatmul__(self, other):
+        return ops.MatMul.apply(self._coerce(other), self)
+
+    def __neg__(self):
+        return ops.Neg.apply(self)
+
+    def __pos__(self):
+        return self
+
+    # Comparisons give boolean tensors and record nothing: they have no gradient.
+    def _compare(self, other, compare):
+        other = other.data if isinstance(other, Tensor) else other
+        return Tensor._from_op(np.asarray(compare(self.data, other)), None)
+
+    def __lt__(self, other):
+        return self._compare(other, np.less)
+
+    def __le__(self, other):
+        return self._compare(other, np.less_equal)
+
+    def __gt__(self, other):
+        return self._compare(other, np.greater)
+
+    def __ge__(self, other):
+        return self._compare(other, np.greater_equal)
+
+    def __eq__(self, other):
+        return self._compare(other, np.equal)
+
+    def __ne__(self, other):
+        return self._compare(other, np.not_equal)
+
+    def __invert__(self):
+        if self.dtype != np.bool_:
+            raise TypeError(f"~ needs a boolean tensor, got dtype {self.dtype}")
+        return Tensor._from_op(~self.data, None)
+
+    # -- in place -------------------------------------------------------------
+
+    def _apply_inplace(self, function, symbol, other=None, **options):
+        """Compute out of place, then write into self.data and bump the version.
+
+        Nothing is changed until every check has passed. When the graph is being
+        recorded, a copy of the old values takes self's place as the op's input,
+        and self becomes the op's output (as PyTorch rebases history).
+        """
+        inputs = () if other is None else (self._coerce(other),)
+        records = is_grad_enabled() and (self.requires_grad or any(t.requires_grad for t in inputs))
+        if records and self.grad_fn is None and self.requires_grad:
+            raise RuntimeError(
+                f"{symbol} on a leaf tensor that requires grad (shape {self.shape}) would overwrite "
+                f"the values gradients are taken with respect to. Update parameters inside "
+                f"`with mt.no_grad():`, or use the out-of-place form."
+            )
+        if records:
+            before = Tensor._from_op(self.data.copy(), self.grad_fn)
+            before.requires_grad = self.requires_grad
+        else:
+            before = Tensor._from_op(self.data, None)
+        result = function.apply(before, *inputs, **options)
+        if result.shape != self.shape:
+            raise ValueError(
+                f"{symbol}: the result has shape {result.shape}, which cannot be stored in place "
+                f"in a tensor of shape {self.shape}"
+            )
+        if not np.can_cast(result.dtype, self.dtype, casting="same_kind"):
+            raise TypeError(f"{symbol}: a {result.dtype} result cannot be stored in place in a {self.dtype} tensor")
+        np.copyto(self.data, result.data, casting="same_kind")
+        self._version_counter[0] += 1
+        if records:
+            self.grad_fn = result.grad_fn
+            self.requires_grad = True
+        return self
+
+    def __iadd__(self, other):
+        return self._apply_inplace(ops.Add, "+=", other)
+
+    def __isub__(self, other):
+        return self._apply_inplace(ops.Sub, "-=", other)
+
+    def __imul__(self, other):
+        return self._apply_inplace(ops.Mul, "*=", other)
+
+    def __itruediv__(self, other):
+        return self._apply_inplace(ops.Div, "/=", other)
+
+    def masked_fill_(self, mask, value):
+        """In place: set the positions where mask is True to value."""
+        mask = _check_mask(mask, self.shape, "masked_fill_")
+        return self._apply_inplace(ops.MaskedFill, "masked_fill_", mask=mask, value=value)
+
+    def __setitem__(self, index, value):
+        if is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
+            raise RuntimeError(
+                f"t[index] = value on a tensor in the graph (shape {self.shape}) is not differentiable "
+                f"in minitensor. Build the result out of place (mt.where, mt.cat, masked_fill), or "
+                f"do it inside `with mt.no_grad():`."
+            )
+        self.data[_index_arrays(index)] = value.data if isinstance(value, Tensor) else value
+        self._version_counter[0] += 1
+
+    # -- elementwise functions ----------------------------------------------
+
+    def exp(self):
+        return ops.Exp.apply(self)
+
+    def log(self):
+        return ops.Log.apply(self)
+
+    def sqrt(self):
+        return ops.Sqrt.apply(self)
+
+    def tanh(self):
+        return ops.Tanh.apply(self)
+
+    def sigmoid(self):
+        return ops.Sigmoid.apply(self)
+
+    def relu(self):
+        return ops.ReLU.apply(self)
+
+    def abs(self):
+        return ops.Abs.apply(self)
+
+    def clip(self, min=None, max=None):
+        """Limit the values to [min, max] (either may be None), as np.clip / torch.clamp."""
+        if min is None and max is None:
+            raise ValueError("clip: give min, max or both")
+        return ops.Clip.apply(self, low=min, high=max)
+
+    clamp = clip
+
+    def masked_fill(self, mask, value):
+        """value where mask is True (a hidden position, as in the seeds), self elsewhere."""
+        mask = _check_mask(mask, self.shape, "masked_fill")
+        return ops.MaskedFill.apply(self, mask=mask, value=value)
+
+    def softmax(self, axis=-1):
+        return ops.Softmax.apply(self, axis=axis)
+
+    def log_softmax(self, axis=-1):
+        return ops.LogSoftmax.apply(self, axis=axis)
+
+    # -- reductions -----------------------------------------------------------
+
+    def sum(self, axis=None, keepdims=False):
+        return ops.Sum.apply(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        return ops.Mean.apply(self, axis=axis, keepdims=keepdims)
+
+    def var(self, axis=None, keepdims=False, ddof=0):
+        """Variance with NumPy's default ddof=0 (biased); torch.var defaults to ddof=1."""
+        return ops.Var.apply(self, axis=axis, keepdims=keepdims, ddof=ddof)
+
+    def max(self, axis=None, keepdims=False):
+        """The maximum (values only, as np.max); tied maxima share the gradient equally."""
+        return ops.Max.apply(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis=None, keepdims=False):
+        return ops.Min.apply(self, axis=axis, keepdims=keepdims)
+
+    # -- shape ----------------------------------------------------------------
+
+    def reshape(self, *shape):
+        """reshape(2, 3) or reshape((2, 3)); one entry may be -1."""
+        return ops.Reshape.apply(self, shape=_shape_arg(shape))
+
+    view = reshape
+
+    def permute(self, *axes):
+        """Reorder the axes: permute(0, 2, 1) or permute((0, 2, 1)), as np.transpose(x, axes)."""
+        axes = _shape_arg(axes)
+        axes = tuple(a % self.ndim if self.ndim else a for a in axes)
+        return ops.Transpose.apply(self, axes=axes)
+
+    def transpose(self, *axes):
+        """transpose() reverses the axes; transpose(a, b) swaps two axes (as torch.transpose);
+        three or more axes are a permutation (as np.transpose)."""
+        if not axes:
+            return ops.Transpose.apply(self, axes=tuple(reversed(range(self.ndim))))
+        if len(axes) == 2 and all(isinstance(a, int) for a in axes):
+            return self.swapaxes(*axes)
+        return self.permute(*axes)
+
+    def swapaxes(self, axis1, axis2):
+        from .ops.axes import normalize_axis
+
+        a = normalize_axis(axis1, self.ndim, "swapaxes", self.shape)
+        b = normalize_axis(axis2, self.ndim, "swapaxes", self.shape)
+        axes = list(range(self.ndim))
+        axes[a], axes[b] = axes[b], axes[a]
+        return ops.Transpose.apply(self, axes=tuple(axes))
+
+    @property
+    def T(self):
+        """All axes reversed (NumPy's .T); for a matrix, its transpose."""
+        return self.transpose()
+
+    def expand(self, *shape):
+        """Broadcast to a larger shape without copying; -1 keeps an axis's size (as torch.expand)."""
+        shape = _shape_arg(shape)
+        offset = len(shape) - self.ndim
+        shape = tuple(self.shape[i - offset] if n == -1 and i >= offset else n for i, n in enumerate(shape))
+        return ops.Expand.apply(self, shape=shape)
+
+    def broadcast_to(self, shape):
+        return self.expand(shape)
+
+    def unsqueeze(self, axis):
+        """Insert a size-1 axis at `axis` (negative counts from the end of the new shape)."""
+        from .ops.axes import normalize_axis
+
+        axis = normalize_axis(axis, self.ndim + 1, "unsqueeze", self.shape)
+        return ops.Reshape.apply(self, shape=self.shape[:axis] + (1,) + self.shape[axis:])
+
+    def squeeze(self, axis=None):
+        """Drop size-1 axes: all of them, or the given one(s)."""
+        from .ops.axes import normalize_axes
+
+        axes = normalize_axes(axis, self.ndim, "squeeze", self.shape)
+        if axis is None:
+            axes = tuple(a for a in axes if self.shape[a] == 1)
+        for a in axes:
+            if self.shape[a] != 1:
+                raise ValueError(f"squeeze: axis {a} of shape {self.shape} has size {self.shape[a]}, not 1")
+        shape = tuple(n for i, n in enumerate(self.shape) if i not in axes)
+        return ops.Reshape.apply(self, shape=shape)
+
+    def flatten(self):
+        return self.reshape(-1)
+
+    def __getitem__(self, index):
+        return ops.Index.apply(self, index=_index_arrays(index))
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+
+# ----------------------------------------------------------------------------
+# Helpers for arguments
+# ----------------------------------------------------------------------------
+
+
+def _shape_arg(shape):
+    """Accept f(2, 3) and f((2, 3)) alike, as PyTorch does."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)
+
+
+def _index_arrays(index):
+    """Tensors inside an index become their arrays (integer or boolean)."""
+    if isinstance(index, Tensor):
+        return index.data
+    if isinstance(index, tuple):
+        return tuple(i.data if isinstance(i, Tensor) else i for i in index)
+    if isinstance(index, list):
+        return np.asarray(index)
+    return index
+
+
+def _check_mask(mask, shape, op):
+    """A boolean mask that broadcasts to `shape`, or an error naming both shapes."""
+    mask = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+    if mask.dtype != np.bool_:
+        raise TypeError(
+            f"{op}: the mask must be boolean (True marks a hidden position), got dtype {mask.dtype}"
+        )
+    try:
+        broadcast = np.broadcast_shapes(mask.shape, shape)
+    except ValueError:
+        broadcast = None
+    if broadcast != tuple(shape):
+        raise ValueError(f"{op}: a mask of shape {mask.shape} does not broadcast to the tensor's shape {tuple(shape)}")
+    return mask
+
+
+# ----------------------------------------------------------------------------
+# Functions over several tensors
+# ----------------------------------------------------------------------------
+
+
+def cat(tensors, axis=0):
+    """Join tensors along an existing axis (np.concatenate, torch.cat)."""
+    return ops.Cat.apply(*[_as_tensor(t) for t in tensors], axis=axis)
+
+
+def stack(tensors, axis=0):
+    """Stack equal-shaped tensors along a new axis (np.stack, torch.stack)."""
+    return ops.Stack.apply(*[_as_tensor(t) for t in tensors], axis=axis)
+
+
+def where(condition, a, b):
+    """a where condition is True, b elsewhere (np.where); a and b may be numbers."""
+    condition = condition.data if isinstance(condition, Tensor) else np.asarray(condition)
+    if condition.dtype != np.bool_:
+        raise TypeError(f"where: the condition must be boolean, got dtype {condition.dtype}")
+    a, b = _as_pair(a, b)
+    try:
+        np.broadcast_shapes(condition.shape, a.shape, b.shape)
+    except ValueError:
+        raise ValueError(
+            f"where: condition {condition.shape}, a {a.shape} and b {b.shape} do not broadcast together"
+        ) from None
+    return ops.Where.apply(a, b, condition=condition)
+
+
+def maximum(a, b):
+    """Elementwise maximum (np.maximum); ties split the gradient in half."""
+    a, b = _as_pair(a, b)
+    return ops.Maximum.apply(a, b)
+
+
+def _as_tensor(x):
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+
+def _as_pair(a, b):
+    """Two operands as Tensors; a Python number takes the other operand's dtype."""
+    if isinstance(a, Tensor):
+        return a, a._coerce(b)
+    if isinstance(b, Tensor):
+        return b._coerce(a), b
+    return Tensor(a), Tensor(b)

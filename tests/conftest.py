@@ -1,0 +1,21 @@
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+# Gradient checks run many forward passes per example: no per-example deadline,
+# and a modest number of examples so the suite stays a few minutes on 2 cores.
+settings.register_profile(
+    "minitensor",
+    deadline=None,
+    max_examples=int(os.environ.get("MINITENSOR_EXAMPLES", "40")),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+settings.load_profile("minitensor")
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)

@@ -146,14 +146,12 @@ class Context:
 
     _hooks = ()  # per-node list, created on first register_hook
     _retained = None  # weak reference to a non-leaf tensor that called retain_grad()
+    _saved = ()
+    _freed = False
 
-    def __init__(self, function, inputs):
+    def __init__(self, function, needs_input_grad):
         self.function = function
-        self._inputs = inputs  # only during forward, to recognise saved inputs; then dropped
-        self.needs_input_grad = tuple(t.requires_grad for t in inputs)
-        self._saved = ()
-        self._saved_versions = ()
-        self._freed = False
+        self.needs_input_grad = needs_input_grad
 
     @property
     def name(self):
@@ -163,56 +161,68 @@ class Context:
         return f"<{self.name} node>"
 
     def save_for_backward(self, *arrays):
-        """Keep arrays for backward. Saving an input or the output lets the engine
-        check, before backward uses it, that no in-place op changed it meanwhile."""
+        """Keep arrays for backward (inputs, the output, or anything forward computed)."""
         self._saved = arrays
-        versions = []
-        for index, array in enumerate(arrays):
-            for position, tensor in enumerate(self._inputs):
-                if array is tensor.data:
-                    versions.append((index, f"input {position}", tensor._version_counter, tensor._version))
-                    break
-        self._saved_versions = versions
 
     @property
     def saved_tensors(self):
-        """The arrays `save_for_backward` recorded, checked for freeing and in-place changes."""
+        """The arrays `save_for_backward` kept, checked for freeing and in-place changes."""
         if self._freed:
             raise RuntimeError(
                 f"Trying to backward through the graph a second time: {self.name}'s saved "
                 f"arrays were freed by the first backward() to save memory. If you need to "
                 f"call backward twice, pass retain_graph=True to the first call."
             )
-        for index, role, counter, expected in self._saved_versions:
+        # Each input (and the output) was recorded with its version when the node was made.
+        # If one of them has changed in place since, and its array is one we saved, our
+        # saved values are no longer the ones forward used: refuse, as PyTorch does.
+        for position, (data_id, counter, expected) in enumerate(self._versions):
             if counter[0] != expected:
-                array = self._saved[index]
-                raise RuntimeError(
-                    f"{self.name}.backward needs its saved {role} (a {array.dtype} tensor of "
-                    f"shape {array.shape}), but an in-place operation changed that tensor after "
-                    f"{self.name} saved it: it is at version {counter[0]}; {self.name} expected "
-                    f"version {expected}. Hint: use the out-of-place form (x = x + y instead of "
-                    f"x += y), or change a .clone() of the tensor."
-                )
+                for array in self._saved:
+                    if id(array) == data_id:
+                        role = "output" if position == len(self.edges) else f"input {position}"
+                        raise RuntimeError(
+                            f"{self.name}.backward needs its saved {role} (a {array.dtype} tensor "
+                            f"of shape {array.shape}), but an in-place operation changed that tensor "
+                            f"after {self.name} saved it: it is at version {counter[0]}; {self.name} "
+                            f"expected version {expected}. Hint: use the out-of-place form "
+                            f"(x = x + y instead of x += y), or change a .clone() of the tensor."
+                        )
         return self._saved
 
     def free(self):
         """Drop the saved arrays (the memory an activation holds) after backward."""
         if self._saved:
             self._freed = True
-        self._saved = ()
+            self._saved = ()
 
-    def _record_output(self, tensor):
+    def _record(self, inputs, output):
         """Called by apply once the output Tensor exists: finish the node."""
-        inputs = self._inputs
-        self._inputs = None
-        self.edges = tuple(
-            (t.grad_fn if t.grad_fn is not None else t) if t.requires_grad else None for t in inputs
-        )
-        self.input_shapes = tuple(t.data.shape for t in inputs)
-        self.input_dtypes = tuple(t.data.dtype for t in inputs)
-        for index, array in enumerate(self._saved):
-            if array is tensor.data:
-                self._saved_versions.append((index, "output", tensor._version_counter, 0))
+        edges, shapes, dtypes, versions = [], [], [], []
+        for t in inputs:
+            # where this input's gradient goes: the node that made it, or the leaf itself
+            edges.append((t.grad_fn or t) if t.requires_grad else None)
+            data = t.data
+            shapes.append(data.shape)
+            dtypes.append(data.dtype)
+            counter = t._version_counter
+            versions.append((id(data), counter, counter[0]))
+        versions.append((id(output.data), output._version_counter, 0))
+        self.edges, self.input_shapes, self.input_dtypes = edges, shapes, dtypes
+        self._versions = versions
+
+
+_Tensor = None
+
+
+def _import_tensor_class():
+    """The one upward import of the engine: apply must hand back a Tensor, and
+    tensor.py imports this module, so the import waits until the first apply."""
+    global _Tensor
+    from .tensor import Tensor
+
+    _Tensor = Tensor
+    return Tensor
 
 
 class Function:
@@ -237,20 +247,19 @@ class Function:
     @classmethod
     def apply(cls, *inputs, **options):
         """Run forward on the inputs' arrays; record a node when a gradient is wanted."""
-        # The one upward import of the engine: apply must hand back a Tensor, and
-        # tensor.py imports this module, so the import waits until call time.
-        from .tensor import Tensor
-
-        for position, t in enumerate(inputs):
+        Tensor = _Tensor or _import_tensor_class()
+        for t in inputs:
             if not isinstance(t, Tensor):
+                position = next(i for i, x in enumerate(inputs) if x is t)
                 raise TypeError(
                     f"{cls.__name__}.apply: argument {position} is a {type(t).__name__}, not a "
                     f"Tensor. Wrap arrays with mt.tensor(...); pass options such as axis= as keywords."
                 )
-        requires_grad = _grad_enabled and any(t.requires_grad for t in inputs)
-        ctx = Context(cls, inputs)
+        arrays = [t.data for t in inputs]
+        needs_input_grad = tuple([t.requires_grad for t in inputs])
+        ctx = Context(cls, needs_input_grad)
         try:
-            output = cls.forward(ctx, *[t.data for t in inputs], **options)
+            output = cls.forward(ctx, *arrays, **options)
         except ValueError as error:
             if "could not be broadcast" not in str(error):
                 raise
@@ -259,12 +268,12 @@ class Function:
                 f"{cls.__name__}: shapes {shapes} do not broadcast together (axes are compared "
                 f"from the right; each pair must be equal, or one of them 1)"
             ) from None
-        if not isinstance(output, np.ndarray):
-            output = np.asarray(output)
-        if not requires_grad:
+        if type(output) is not np.ndarray:
+            output = np.asarray(output)  # NumPy reductions return scalars; a Tensor holds an array
+        if not (_grad_enabled and True in needs_input_grad):
             return Tensor._from_op(output, None)
         result = Tensor._from_op(output, ctx)
-        ctx._record_output(result)
+        ctx._record(inputs, result)
         return result
 
 
@@ -371,8 +380,8 @@ def backward(root, grad=None, retain_graph=False):
                     grad_input = unbroadcast(grad_input, shape)
                 except ValueError as error:
                     raise RuntimeError(f"{node.name}.backward: {error}") from None
-            if grad_input.dtype != dtype:
-                grad_input = grad_input.astype(dtype)
+            if grad_input.dtype is not dtype:  # e.g. float32 x * float64 y: x.grad stays float32
+                grad_input = grad_input.astype(dtype, copy=False)
             if type(edge) is Context:
                 previous = pending.get(edge)
                 pending[edge] = grad_input if previous is None else previous + grad_input

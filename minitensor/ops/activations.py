@@ -3,7 +3,7 @@
 import math
 
 import numpy as np
-from scipy.special import erf
+from scipy.special import erf, expit
 
 from ..autograd import Function
 
@@ -64,7 +64,7 @@ class SiLU(Function):
 
     @staticmethod
     def forward(ctx, x):
-        s = (1 + np.tanh(x / 2)) / 2  # sigmoid without overflow
+        s = expit(x)  # sigmoid, without overflow
         ctx.save_for_backward(x, s)
         return x * s
 

@@ -6,6 +6,7 @@ output, grad is dL/dy, and every product below is elementwise.
 """
 
 import numpy as np
+from scipy.special import expit
 
 from ..autograd import Function
 
@@ -167,13 +168,13 @@ class Tanh(Function):
 class Sigmoid(Function):
     """y = 1 / (1 + exp(-x)).   dL/dx = grad * y * (1 - y).
 
-    Computed as (1 + tanh(x / 2)) / 2, which equals the formula above and never
-    overflows: exp(-x) is inf for x < -710 in float64 (-88 in float32).
+    Computed by scipy.special.expit, which never overflows (the formula above
+    does: exp(-x) is inf for x < -710 in float64, -88 in float32).
     """
 
     @staticmethod
     def forward(ctx, x):
-        y = (1 + np.tanh(x / 2)) / 2
+        y = expit(x)
         ctx.save_for_backward(y)
         return y
 

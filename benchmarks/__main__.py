@@ -1,0 +1,18 @@
+"""python -m benchmarks [NAME ...]: run the benchmarks (all by default) and print their ratios."""
+
+import importlib
+import sys
+
+BENCHMARKS = ["overhead"]
+
+
+def main(argv):
+    names = argv or BENCHMARKS
+    for name in names:
+        if name not in BENCHMARKS:
+            raise SystemExit(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
+        importlib.import_module(f"benchmarks.{name}").main()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

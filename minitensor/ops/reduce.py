@@ -70,6 +70,26 @@ class Var(Function):
         return grad * 2 * centered / ctx.divisor
 
 
+def _extreme_forward(ctx, x, axis, keepdims, op):
+    """Shared by Max and Min: the reduced values, and a mask of where they sit."""
+    axes = normalize_axes(axis, x.ndim, op, x.shape)
+    if any(x.shape[a] == 0 for a in axes):
+        word = "maximum" if op == "max" else "minimum"
+        raise ValueError(f"{op}: the {word} over an empty axis is undefined (shape {x.shape}, axis {axis})")
+    y = x.max(axis=axes, keepdims=True) if op == "max" else x.min(axis=axes, keepdims=True)
+    ctx.save_for_backward(x == y)  # where the extreme value sits (several places on a tie)
+    ctx.axes, ctx.keepdims = axes, keepdims
+    return y if keepdims else np.squeeze(y, axis=axes)
+
+
+def _share_among_ties(ctx, grad):
+    """Shared by Max and Min: grad goes to the extreme positions, split equally on a tie."""
+    (is_extreme,) = ctx.saved_tensors
+    grad = _restore_axes(grad, ctx.axes, ctx.keepdims)
+    ties = is_extreme.sum(axis=ctx.axes, keepdims=True)
+    return grad * is_extreme / ties
+
+
 class Max(Function):
     """y = max of x over `axis`.
 
@@ -80,21 +100,11 @@ class Max(Function):
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
-        axes = normalize_axes(axis, x.ndim, "max", x.shape)
-        if any(x.shape[a] == 0 for a in axes):
-            raise ValueError(f"max: the maximum over an empty axis is undefined (shape {x.shape}, axis {axis})")
-        y = x.max(axis=axes, keepdims=True)
-        is_max = x == y
-        ctx.save_for_backward(is_max)
-        ctx.axes, ctx.keepdims = axes, keepdims
-        return y if keepdims else np.squeeze(y, axis=axes)
+        return _extreme_forward(ctx, x, axis, keepdims, "max")
 
     @staticmethod
     def backward(ctx, grad):
-        (is_max,) = ctx.saved_tensors
-        grad = _restore_axes(grad, ctx.axes, ctx.keepdims)
-        ties = is_max.sum(axis=ctx.axes, keepdims=True)
-        return grad * is_max / ties
+        return _share_among_ties(ctx, grad)
 
 
 class Min(Function):
@@ -102,18 +112,8 @@ class Min(Function):
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
-        axes = normalize_axes(axis, x.ndim, "min", x.shape)
-        if any(x.shape[a] == 0 for a in axes):
-            raise ValueError(f"min: the minimum over an empty axis is undefined (shape {x.shape}, axis {axis})")
-        y = x.min(axis=axes, keepdims=True)
-        is_min = x == y
-        ctx.save_for_backward(is_min)
-        ctx.axes, ctx.keepdims = axes, keepdims
-        return y if keepdims else np.squeeze(y, axis=axes)
+        return _extreme_forward(ctx, x, axis, keepdims, "min")
 
     @staticmethod
     def backward(ctx, grad):
-        (is_min,) = ctx.saved_tensors
-        grad = _restore_axes(grad, ctx.axes, ctx.keepdims)
-        ties = is_min.sum(axis=ctx.axes, keepdims=True)
-        return grad * is_min / ties
+        return _share_among_ties(ctx, grad)

@@ -1,0 +1,487 @@
+"""Numba kernels for the hot paths, with the same functions as numpy_backend.
+
+Each kernel fuses what the NumPy reference does in several passes over memory
+into one loop per row (softmax, layer norm) or per element (GELU), and runs the
+rows in parallel. Attention is tiled: a block of queries meets one tile of keys
+at a time, with BLAS for the two small matrix products and a running max and
+normaliser per query, so the T x T scores never exist at once.
+
+To step into a kernel with pdb, run with NUMBA_DISABLE_JIT=1: the kernels are
+then ordinary Python functions (slow, but every local is visible). Or switch
+to the readable reference with mt.set_backend("numpy").
+
+Kernels compile on first use and are cached on disk (cache=True), so a second
+process loads them instead of compiling again.
+"""
+
+import math
+import os
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from . import numpy_backend as reference
+
+# Numba's threads and OpenBLAS's threads fight for the same two cores: with the
+# default (OpenMP) layer a block step measured 40 ms against 28 ms with the
+# workqueue layer, which does not spin waiting threads while BLAS runs.
+# A user's own NUMBA_THREADING_LAYER wins.
+if "NUMBA_THREADING_LAYER" not in os.environ:
+    numba.config.THREADING_LAYER = "workqueue"
+
+xp = np
+name = "numba"
+
+QUERY_BLOCK = 64  # queries handled together in attention (one BLAS call per key tile)
+KEY_TILE = 128  # keys per tile
+
+
+def _rows(x, axis):
+    """x with `axis` moved last, as a C-contiguous (rows, n) array, and how to undo it."""
+    moved = np.moveaxis(x, axis, -1)
+    rows = np.ascontiguousarray(moved).reshape(-1, moved.shape[-1]) if moved.size else moved.reshape(0, 0)
+    return rows, moved.shape
+
+
+def _unrows(rows, moved_shape, axis):
+    return np.moveaxis(rows.reshape(moved_shape), -1, axis)
+
+
+def _no_mask():
+    return np.zeros((0, 0), dtype=np.bool_)
+
+
+# ----------------------------------------------------------------------------
+# matmul
+# ----------------------------------------------------------------------------
+
+
+@njit(parallel=True, cache=True)
+def _batched_matmul(a, b, out):
+    """out[i] = a[i] @ b[i] for every i, the batch split across threads, BLAS per matrix."""
+    for i in prange(a.shape[0]):
+        out[i] = np.dot(a[i], b[i])
+
+
+def matmul(a, b):
+    """a @ b. A stack of matrices times one matrix becomes a single large BLAS call;
+    equal-sized stacks run their matrices in parallel; anything else is np.matmul."""
+    if a.dtype != b.dtype or a.dtype.kind != "f" or a.ndim < 2 or b.ndim < 2:
+        return np.matmul(a, b)
+    if b.ndim == 2 and a.ndim > 2:
+        flat = np.ascontiguousarray(a).reshape(-1, a.shape[-1])  # (batch * n, k)
+        return np.dot(flat, b).reshape(a.shape[:-1] + (b.shape[-1],))
+    if a.ndim > 2 and a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-2]:
+        batch = a.shape[:-2]
+        a3 = np.ascontiguousarray(a).reshape((-1,) + a.shape[-2:])
+        b3 = np.ascontiguousarray(b).reshape((-1,) + b.shape[-2:])
+        out = np.empty((a3.shape[0], a.shape[-2], b.shape[-1]), dtype=a.dtype)
+        _batched_matmul(a3, b3, out)
+        return out.reshape(batch + out.shape[-2:])
+    return np.matmul(a, b)
+
+
+# ----------------------------------------------------------------------------
+# softmax and log-softmax, fused per row
+# ----------------------------------------------------------------------------
+
+
+@njit(parallel=True, cache=True)
+def _softmax_rows(x, hidden, y):
+    """y[r] = softmax(x[r]) over the entries not hidden; a fully hidden row is all zeros."""
+    use_mask = hidden.shape[0] > 0
+    for r in prange(x.shape[0]):
+        row_max = -np.inf
+        for c in range(x.shape[1]):
+            if not (use_mask and hidden[r, c]) and x[r, c] > row_max:
+                row_max = x[r, c]
+        if row_max == -np.inf:  # nothing visible: the policy is zeros, not 0 / 0
+            for c in range(x.shape[1]):
+                y[r, c] = 0.0
+            continue
+        total = 0.0
+        for c in range(x.shape[1]):
+            e = 0.0 if (use_mask and hidden[r, c]) else math.exp(x[r, c] - row_max)
+            y[r, c] = e
+            total += e
+        inverse = 1.0 / total
+        for c in range(x.shape[1]):
+            y[r, c] *= inverse
+
+
+@njit(parallel=True, cache=True)
+def _softmax_backward_rows(y, dy, dx):
+    """dx[r] = y[r] * (dy[r] - sum(dy[r] * y[r]))."""
+    for r in prange(y.shape[0]):
+        dot = 0.0
+        for c in range(y.shape[1]):
+            dot += dy[r, c] * y[r, c]
+        for c in range(y.shape[1]):
+            dx[r, c] = y[r, c] * (dy[r, c] - dot)
+
+
+@njit(parallel=True, cache=True)
+def _log_softmax_rows(x, y):
+    """y[r] = x[r] - max - log sum exp(x[r] - max)."""
+    for r in prange(x.shape[0]):
+        row_max = -np.inf
+        for c in range(x.shape[1]):
+            row_max = max(row_max, x[r, c])
+        total = 0.0
+        for c in range(x.shape[1]):
+            total += math.exp(x[r, c] - row_max)
+        log_total = row_max + math.log(total)
+        for c in range(x.shape[1]):
+            y[r, c] = x[r, c] - log_total
+
+
+@njit(parallel=True, cache=True)
+def _log_softmax_backward_rows(y, dy, dx):
+    """dx[r] = dy[r] - exp(y[r]) * sum(dy[r])."""
+    for r in prange(y.shape[0]):
+        total = 0.0
+        for c in range(y.shape[1]):
+            total += dy[r, c]
+        for c in range(y.shape[1]):
+            dx[r, c] = dy[r, c] - math.exp(y[r, c]) * total
+
+
+def softmax(x, axis=-1, mask=None):
+    rows, moved_shape = _rows(x, axis)
+    hidden = _no_mask()
+    if mask is not None:
+        hidden, _ = _rows(np.broadcast_to(mask, x.shape), axis)  # a bool copy, never a float one
+    y = np.empty_like(rows)
+    if rows.size:
+        _softmax_rows(rows, hidden, y)
+    return _unrows(y, moved_shape, axis)
+
+
+def softmax_backward(y, dy, axis=-1):
+    y_rows, moved_shape = _rows(y, axis)
+    dy_rows, _ = _rows(dy.astype(y.dtype, copy=False), axis)
+    dx = np.empty_like(y_rows)
+    if y_rows.size:
+        _softmax_backward_rows(y_rows, dy_rows, dx)
+    return _unrows(dx, moved_shape, axis)
+
+
+def log_softmax(x, axis=-1):
+    rows, moved_shape = _rows(x, axis)
+    y = np.empty_like(rows)
+    if rows.size:
+        _log_softmax_rows(rows, y)
+    return _unrows(y, moved_shape, axis)
+
+
+def log_softmax_backward(y, dy, axis=-1):
+    y_rows, moved_shape = _rows(y, axis)
+    dy_rows, _ = _rows(dy.astype(y.dtype, copy=False), axis)
+    dx = np.empty_like(y_rows)
+    if y_rows.size:
+        _log_softmax_backward_rows(y_rows, dy_rows, dx)
+    return _unrows(dx, moved_shape, axis)
+
+
+# ----------------------------------------------------------------------------
+# layer norm, fused per row
+# ----------------------------------------------------------------------------
+
+
+@njit(parallel=True, cache=True)
+def _layer_norm_rows(x, weight, bias, eps, y, mean, rstd):
+    """One row at a time: mean, biased variance (two passes, for accuracy), normalise, affine."""
+    n = x.shape[1]
+    for r in prange(x.shape[0]):
+        total = 0.0
+        for c in range(n):
+            total += x[r, c]
+        row_mean = total / n
+        squares = 0.0
+        for c in range(n):
+            squares += (x[r, c] - row_mean) ** 2
+        row_rstd = 1.0 / math.sqrt(squares / n + eps)
+        for c in range(n):
+            value = (x[r, c] - row_mean) * row_rstd
+            if weight.shape[0]:
+                value = value * weight[c] + bias[c]
+            y[r, c] = value
+        mean[r] = row_mean
+        rstd[r] = row_rstd
+
+
+@njit(parallel=True, cache=True)
+def _layer_norm_backward_rows(dy, x, weight, mean, rstd, dx, dweight_parts, dbias_parts):
+    """dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)), g = dy * weight, in one pass per row.
+
+    dweight and dbias sum over rows; each thread's chunk of rows adds into its own
+    row of *_parts (no two threads write the same memory), summed afterwards.
+    """
+    rows, n = x.shape
+    chunks = dweight_parts.shape[0]
+    for chunk in prange(chunks):
+        for r in range(chunk * rows // chunks, (chunk + 1) * rows // chunks):
+            g_sum = 0.0
+            g_xhat_sum = 0.0
+            for c in range(n):
+                x_hat = (x[r, c] - mean[r]) * rstd[r]
+                g = dy[r, c] * weight[c] if weight.shape[0] else dy[r, c]
+                g_sum += g
+                g_xhat_sum += g * x_hat
+                if weight.shape[0]:
+                    dweight_parts[chunk, c] += dy[r, c] * x_hat
+                    dbias_parts[chunk, c] += dy[r, c]
+            g_mean = g_sum / n
+            g_xhat_mean = g_xhat_sum / n
+            for c in range(n):
+                x_hat = (x[r, c] - mean[r]) * rstd[r]
+                g = dy[r, c] * weight[c] if weight.shape[0] else dy[r, c]
+                dx[r, c] = rstd[r] * (g - g_mean - x_hat * g_xhat_mean)
+
+
+def layer_norm(x, weight=None, bias=None, eps=1e-5):
+    rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+    empty = np.zeros(0, dtype=x.dtype)
+    weight = empty if weight is None else np.ascontiguousarray(weight, dtype=x.dtype)
+    bias = np.zeros_like(weight) if bias is None else np.ascontiguousarray(bias, dtype=x.dtype)
+    y = np.empty_like(rows)
+    mean = np.empty(rows.shape[0], dtype=x.dtype)
+    rstd = np.empty(rows.shape[0], dtype=x.dtype)
+    if rows.size:
+        _layer_norm_rows(rows, weight, bias, eps, y, mean, rstd)
+    stats_shape = x.shape[:-1] + (1,)
+    return y.reshape(x.shape), mean.reshape(stats_shape), rstd.reshape(stats_shape)
+
+
+def layer_norm_backward(dy, x, weight, mean, rstd):
+    rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+    dy_rows = np.ascontiguousarray(dy, dtype=x.dtype).reshape(rows.shape)
+    w = np.zeros(0, dtype=x.dtype) if weight is None else np.ascontiguousarray(weight, dtype=x.dtype)
+    chunks = max(1, min(rows.shape[0], 4 * numba.get_num_threads()))
+    parts_width = rows.shape[1] if weight is not None else 0
+    dweight_parts = np.zeros((chunks, parts_width), dtype=np.float64)
+    dbias_parts = np.zeros((chunks, parts_width), dtype=np.float64)
+    dx = np.empty_like(rows)
+    if rows.size:
+        _layer_norm_backward_rows(
+            dy_rows, rows, w, mean.reshape(-1), rstd.reshape(-1), dx, dweight_parts, dbias_parts
+        )
+    if weight is None:
+        return dx.reshape(x.shape), None, None
+    return dx.reshape(x.shape), dweight_parts.sum(axis=0).astype(x.dtype), dbias_parts.sum(axis=0).astype(x.dtype)
+
+
+# ----------------------------------------------------------------------------
+# GELU, fused elementwise
+# ----------------------------------------------------------------------------
+
+
+@njit(parallel=True, cache=True, fastmath=True)
+def _gelu_flat(x, tanh_form, y):
+    for i in prange(x.shape[0]):
+        v = x[i]
+        if tanh_form:
+            y[i] = 0.5 * v * (1.0 + math.tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))
+        else:
+            y[i] = 0.5 * v * (1.0 + math.erf(v * 0.7071067811865476))
+
+
+@njit(parallel=True, cache=True, fastmath=True)
+def _gelu_backward_flat(x, dy, tanh_form, dx):
+    for i in prange(x.shape[0]):
+        v = x[i]
+        if tanh_form:
+            t = math.tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))
+            du = 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * v * v)
+            dx[i] = dy[i] * (0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du)
+        else:
+            cdf = 0.5 * (1.0 + math.erf(v * 0.7071067811865476))
+            pdf = math.exp(-0.5 * v * v) * 0.3989422804014327
+            dx[i] = dy[i] * (cdf + v * pdf)
+
+
+def gelu(x, approximate="none"):
+    flat = np.ascontiguousarray(x).reshape(-1)
+    y = np.empty_like(flat)
+    _gelu_flat(flat, approximate == "tanh", y)
+    return y.reshape(x.shape)
+
+
+def gelu_backward(x, dy, approximate="none"):
+    flat = np.ascontiguousarray(x).reshape(-1)
+    dy_flat = np.ascontiguousarray(dy, dtype=x.dtype).reshape(-1)
+    dx = np.empty_like(flat)
+    _gelu_backward_flat(flat, dy_flat, approximate == "tanh", dx)
+    return dx.reshape(x.shape)
+
+
+# ----------------------------------------------------------------------------
+# Attention, tiled (FlashAttention on a CPU)
+# ----------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _mask_tile(scores, bh, i0, j0, hidden, bias, causal, causal_offset, scale):
+    """Scale a (queries, keys) score tile in place, add the bias, hide what the masks hide.
+
+    With `causal`, query i (absolute index i0 + a) may see key j (j0 + b) when
+    j <= i + causal_offset, where causal_offset = Tk - Tq: the queries are the
+    last Tq positions of the Tk keys, as when generating with a KV cache.
+    """
+    has_mask = hidden.shape[0] > 0
+    has_bias = bias.shape[0] > 0
+    mask_b = bh if has_mask and hidden.shape[0] > 1 else 0
+    bias_b = bh if has_bias and bias.shape[0] > 1 else 0
+    for a in range(scores.shape[0]):
+        for b in range(scores.shape[1]):
+            s = scores[a, b] * scale
+            if has_bias:
+                s += bias[bias_b, i0 + a, j0 + b]
+            if (causal and j0 + b > i0 + a + causal_offset) or (
+                has_mask and hidden[mask_b, i0 + a, j0 + b]
+            ):
+                s = -np.inf
+            scores[a, b] = s
+
+
+@njit(parallel=True, cache=True)
+def _attention_forward(q, k, v, hidden, bias, causal, causal_offset, scale, out, lse):
+    """out = softmax(q k^T * scale + bias, hidden) v per (batch*head), one query block per job."""
+    heads, queries, _ = q.shape
+    keys = k.shape[1]
+    query_blocks = (queries + QUERY_BLOCK - 1) // QUERY_BLOCK
+    for job in prange(heads * query_blocks):
+        bh = job // query_blocks
+        i0 = (job % query_blocks) * QUERY_BLOCK
+        i1 = min(i0 + QUERY_BLOCK, queries)
+        q_block = q[bh, i0:i1]
+        running_max = np.full(i1 - i0, -np.inf)
+        normaliser = np.zeros(i1 - i0)
+        acc = np.zeros((i1 - i0, v.shape[2]), dtype=q.dtype)
+        for j0 in range(0, keys, KEY_TILE):
+            if causal and j0 > i1 - 1 + causal_offset:
+                break  # every later key is in every query's future
+            j1 = min(j0 + KEY_TILE, keys)
+            scores = np.dot(q_block, k[bh, j0:j1].T)  # (block, tile), BLAS
+            _mask_tile(scores, bh, i0, j0, hidden, bias, causal, causal_offset, scale)
+            for a in range(i1 - i0):
+                new_max = running_max[a]
+                for b in range(j1 - j0):
+                    new_max = max(new_max, scores[a, b])
+                if new_max == -np.inf:  # nothing visible yet in this row
+                    for b in range(j1 - j0):
+                        scores[a, b] = 0.0
+                    continue
+                correction = math.exp(running_max[a] - new_max)  # 0 when nothing was seen
+                tile_sum = 0.0
+                for b in range(j1 - j0):
+                    p = math.exp(scores[a, b] - new_max)  # exp(-inf) = 0 for hidden keys
+                    scores[a, b] = p
+                    tile_sum += p
+                normaliser[a] = normaliser[a] * correction + tile_sum
+                for c in range(acc.shape[1]):
+                    acc[a, c] *= correction
+                running_max[a] = new_max
+            acc += np.dot(scores, v[bh, j0:j1])  # (block, dv), BLAS
+        for a in range(i1 - i0):
+            if normaliser[a] > 0:
+                for c in range(acc.shape[1]):
+                    out[bh, i0 + a, c] = acc[a, c] / normaliser[a]
+                lse[bh, i0 + a] = running_max[a] + math.log(normaliser[a])
+            else:  # a fully masked row: output zero (the policy), lse = -inf
+                for c in range(acc.shape[1]):
+                    out[bh, i0 + a, c] = 0.0
+                lse[bh, i0 + a] = -np.inf
+
+
+@njit(parallel=True, cache=True)
+def _attention_backward(q, k, v, out, lse, dout, hidden, bias, causal, causal_offset, scale, dq, dk, dv):
+    """Recompute each tile's weights P = exp(S - lse) and accumulate
+    dV += P^T dO, dS = P * (dO V^T - D), dQ += scale dS K, dK += scale dS^T Q.
+    One (batch*head) per job, so no two threads add into the same dK or dV."""
+    heads, queries, _ = q.shape
+    keys = k.shape[1]
+    for job in prange(heads):
+        bh = np.int64(job)  # (the parfor index alone is typed as a float inside _mask_tile)
+        for i0 in range(0, queries, QUERY_BLOCK):
+            i1 = min(i0 + QUERY_BLOCK, queries)
+            q_block = q[bh, i0:i1]
+            dout_block = dout[bh, i0:i1]
+            D = np.zeros(i1 - i0, dtype=q.dtype)
+            for a in range(i1 - i0):
+                for c in range(out.shape[2]):
+                    D[a] += dout_block[a, c] * out[bh, i0 + a, c]
+            dq_block = np.zeros((i1 - i0, q.shape[2]), dtype=q.dtype)
+            for j0 in range(0, keys, KEY_TILE):
+                if causal and j0 > i1 - 1 + causal_offset:
+                    break
+                j1 = min(j0 + KEY_TILE, keys)
+                P = np.dot(q_block, k[bh, j0:j1].T)
+                _mask_tile(P, bh, i0, j0, hidden, bias, causal, causal_offset, scale)
+                for a in range(i1 - i0):
+                    row_lse = lse[bh, i0 + a]
+                    for b in range(j1 - j0):
+                        P[a, b] = 0.0 if row_lse == -np.inf else math.exp(P[a, b] - row_lse)
+                dv[bh, j0:j1] += np.dot(P.T, dout_block)
+                dS = np.dot(dout_block, v[bh, j0:j1].T)  # dP, then dS in place
+                for a in range(i1 - i0):
+                    for b in range(j1 - j0):
+                        dS[a, b] = P[a, b] * (dS[a, b] - D[a]) * scale
+                dq_block += np.dot(dS, k[bh, j0:j1])
+                dk[bh, j0:j1] += np.dot(dS.T, q_block)
+            dq[bh, i0:i1] = dq_block
+
+
+def _heads(q, k, v, mask):
+    """Broadcast q, k, v to one batch shape and flatten it: (batch*heads, T, d), C order.
+    The mask keeps a leading size 1 when it is shared by every batch and head."""
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+
+    def flat(t):
+        return np.ascontiguousarray(np.broadcast_to(t, batch + t.shape[-2:])).reshape((-1,) + t.shape[-2:])
+
+    q3, k3, v3 = flat(q), flat(k), flat(v)
+    hidden = np.zeros((0, 0, 0), dtype=np.bool_)
+    bias = np.zeros((0, 0, 0), dtype=q.dtype)
+    if mask is not None:
+        scores_shape = (q.shape[-2], k.shape[-2])
+        full = np.broadcast_to(mask, batch + scores_shape)
+        shared = mask.ndim <= 2 or all(n == 1 for n in mask.shape[:-2])
+        m3 = (np.broadcast_to(mask.reshape(mask.shape[-2:]) if mask.ndim >= 2 else mask, scores_shape)[None]
+              if shared else full.reshape((-1,) + scores_shape))
+        m3 = np.ascontiguousarray(m3)
+        if mask.dtype == np.bool_:
+            hidden = m3
+        else:
+            bias = m3.astype(q.dtype, copy=False)
+    return batch, q3, k3, v3, hidden, bias
+
+
+def attention(q, k, v, mask=None, scale=None, is_causal=False):
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    batch, q3, k3, v3, hidden, bias = _heads(q, k, v, mask)
+    out = np.empty(q3.shape[:2] + (v3.shape[-1],), dtype=q.dtype)
+    lse = np.empty(q3.shape[:2], dtype=q.dtype)
+    causal_offset = k.shape[-2] - q.shape[-2]
+    _attention_forward(q3, k3, v3, hidden, bias, bool(is_causal), causal_offset, scale, out, lse)
+    return out.reshape(batch + out.shape[1:]), lse.reshape(batch + lse.shape[1:])
+
+
+def attention_backward(q, k, v, out, lse, dout, mask=None, scale=None, is_causal=False):
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    batch, q3, k3, v3, hidden, bias = _heads(q, k, v, mask)
+    out3 = np.ascontiguousarray(out).reshape(q3.shape[:2] + (v3.shape[-1],))
+    lse3 = np.ascontiguousarray(lse).reshape(q3.shape[:2])
+    dout3 = np.ascontiguousarray(dout, dtype=q.dtype).reshape(out3.shape)
+    dq, dk, dv = np.empty_like(q3), np.zeros_like(k3), np.zeros_like(v3)
+    causal_offset = k.shape[-2] - q.shape[-2]
+    _attention_backward(q3, k3, v3, out3, lse3, dout3, hidden, bias, bool(is_causal), causal_offset, scale, dq, dk, dv)
+    return (dq.reshape(batch + dq.shape[1:]), dk.reshape(batch + dk.shape[1:]), dv.reshape(batch + dv.shape[1:]))
+
+
+__all__ = [
+    "xp", "name", "matmul", "softmax", "softmax_backward", "log_softmax", "log_softmax_backward",
+    "layer_norm", "layer_norm_backward", "gelu", "gelu_backward", "attention", "attention_backward",
+    "reference",
+]

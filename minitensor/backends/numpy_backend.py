@@ -1,0 +1,240 @@
+"""The reference backend: every hot kernel written plainly in NumPy.
+
+This is the definition every other backend is tested against, and the one to
+step through in a debugger (`mt.set_backend("numpy")`, the default).
+
+Every function takes and returns arrays. `xp` is the array module; the
+functions below look it up from their input (`_xp(x)`), so the same reference
+code also runs on CuPy arrays for the CuPy backend.
+
+Masks: a boolean mask marks hidden positions with True (as in the seeds and
+torch.nn.MultiheadAttention); it broadcasts against the scores.
+Policy for a fully masked row (every key hidden): its softmax weights are all
+zero, its attention output is zero, and no gradient flows through it. We never
+produce NaN (softmax over an all -inf row would be 0 / 0).
+"""
+
+import math
+
+import numpy as np
+from scipy.special import erf
+
+xp = np
+name = "numpy"
+
+
+def _xp(array):
+    """numpy for NumPy arrays, cupy for CuPy arrays (so the reference serves both)."""
+    return np if isinstance(array, np.ndarray) else __import__("cupy").get_array_module(array)
+
+
+# ----------------------------------------------------------------------------
+# matmul
+# ----------------------------------------------------------------------------
+
+
+def matmul(a, b):
+    """a @ b with NumPy's batching rules (BLAS does the work)."""
+    return _xp(a).matmul(a, b)
+
+
+# ----------------------------------------------------------------------------
+# softmax and log-softmax
+# ----------------------------------------------------------------------------
+
+
+def softmax(x, axis=-1, mask=None):
+    """y_i = exp(x_i - max) / sum_j exp(x_j - max) along axis; hidden entries get y = 0."""
+    xp = _xp(x)
+    if mask is not None:
+        x = xp.where(mask, -xp.inf, x)
+    row_max = x.max(axis=axis, keepdims=True)
+    row_max = xp.where(xp.isfinite(row_max), row_max, 0)  # a fully hidden row: avoid -inf - -inf
+    exp_x = xp.exp(x - row_max)
+    total = exp_x.sum(axis=axis, keepdims=True)
+    return exp_x / xp.where(total == 0, 1, total)  # a fully hidden row stays all zeros
+
+
+def softmax_backward(y, dy, axis=-1):
+    """dx_i = y_i (dy_i - sum_j dy_j y_j)."""
+    return y * (dy - (dy * y).sum(axis=axis, keepdims=True))
+
+
+def log_softmax(x, axis=-1):
+    """y_i = x_i - max - log sum_j exp(x_j - max)."""
+    xp = _xp(x)
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+def log_softmax_backward(y, dy, axis=-1):
+    """dx_j = dy_j - exp(y_j) sum_i dy_i."""
+    return dy - _xp(y).exp(y) * dy.sum(axis=axis, keepdims=True)
+
+
+# ----------------------------------------------------------------------------
+# layer norm (over the last axis)
+# ----------------------------------------------------------------------------
+
+
+def layer_norm(x, weight=None, bias=None, eps=1e-5):
+    """y = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps), var biased.
+
+    Returns (y, mean, rstd); mean and rstd have x's shape with the last axis
+    of size 1, and are what the backward needs besides x.
+    """
+    xp = _xp(x)
+    mean = x.mean(axis=-1, keepdims=True)
+    centered = x - mean
+    var = (centered * centered).mean(axis=-1, keepdims=True)
+    rstd = 1 / xp.sqrt(var + eps)
+    y = centered * rstd
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y, mean, rstd
+
+
+def layer_norm_backward(dy, x, weight, mean, rstd):
+    """Gradients of layer norm, with x_hat = (x - mean) * rstd and g = dy * weight:
+
+        dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))     (means over the last axis)
+        dweight = sum of dy * x_hat over every axis but the last
+        dbias   = sum of dy over every axis but the last
+
+    Returns (dx, dweight, dbias); dweight and dbias are None without weight.
+    """
+    x_hat = (x - mean) * rstd
+    g = dy if weight is None else dy * weight
+    dx = rstd * (g - g.mean(axis=-1, keepdims=True) - x_hat * (g * x_hat).mean(axis=-1, keepdims=True))
+    batch_axes = tuple(range(x.ndim - 1))
+    dweight = None if weight is None else (dy * x_hat).sum(axis=batch_axes)
+    dbias = None if weight is None else dy.sum(axis=batch_axes)
+    return dx, dweight, dbias
+
+
+# ----------------------------------------------------------------------------
+# GELU
+# ----------------------------------------------------------------------------
+
+SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+
+
+def gelu(x, approximate="none"):
+    """x * Phi(x): exact with erf, or GPT-2's tanh approximation."""
+    if approximate == "tanh":
+        return 0.5 * x * (1 + _xp(x).tanh(SQRT_2_OVER_PI * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1 + _erf(x / math.sqrt(2)))
+
+
+def gelu_backward(x, dy, approximate="none"):
+    """dy * d/dx gelu(x): Phi(x) + x phi(x), or the tanh form's derivative."""
+    xp = _xp(x)
+    if approximate == "tanh":
+        tanh_u = xp.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x**3))
+        du_dx = SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
+        return dy * (0.5 * (1 + tanh_u) + 0.5 * x * (1 - tanh_u * tanh_u) * du_dx)
+    cdf = 0.5 * (1 + _erf(x / math.sqrt(2)))
+    pdf = xp.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    return dy * (cdf + x * pdf)
+
+
+def _erf(x):
+    if isinstance(x, np.ndarray):
+        return erf(x)
+    import cupyx.scipy.special
+
+    return cupyx.scipy.special.erf(x)
+
+
+# ----------------------------------------------------------------------------
+# Attention, tiled over keys with an online softmax (FlashAttention's idea)
+# ----------------------------------------------------------------------------
+
+KEY_TILE = 128
+
+
+def _tile_scores(q, k_tile, k_total, scale, key_start, mask, is_causal):
+    """Scores of every query against one tile of keys; hidden ones set to -inf."""
+    xp = _xp(q)
+    scores = xp.matmul(q, xp.swapaxes(k_tile, -1, -2)) * scale  # (..., Tq, tile)
+    key_end = key_start + k_tile.shape[-2]
+    if mask is not None:
+        if mask.dtype == bool:
+            scores = xp.where(mask[..., key_start:key_end], -xp.inf, scores)
+        else:  # a float mask is added to the scores (ALiBi, relative biases)
+            scores = scores + mask[..., key_start:key_end]
+    if is_causal:
+        # The queries are the last Tq of the Tk positions (Tq = Tk in training; Tq = 1 when
+        # generating with a KV cache), so query i sees keys j <= i + (Tk - Tq).
+        offset = k_total - q.shape[-2]
+        queries = xp.arange(q.shape[-2])[:, None]
+        keys = xp.arange(key_start, key_end)[None, :]
+        scores = xp.where(keys > queries + offset, -xp.inf, scores)
+    return scores
+
+
+def attention(q, k, v, mask=None, scale=None, is_causal=False):
+    """out = softmax(q k^T * scale + mask) v, one tile of keys at a time.
+
+    q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv); mask broadcasts to (..., Tq, Tk).
+    For each query we keep a running max m, a running normaliser l = sum exp(s - m)
+    and a running weighted sum acc = sum exp(s - m) v. A new tile with a larger max
+    rescales the old l and acc by exp(m_old - m_new). At the end out = acc / l.
+    Only (..., Tq, KEY_TILE) scores exist at a time, never (..., Tq, Tk).
+
+    Returns (out, lse) with lse = m + log l, the log-sum-exp of each query's
+    scores (-inf for a fully masked row), which is all backward needs.
+    """
+    xp = _xp(q)
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    running_max = xp.full(batch + (q.shape[-2], 1), -xp.inf, dtype=q.dtype)
+    normaliser = xp.zeros(batch + (q.shape[-2], 1), dtype=q.dtype)
+    acc = xp.zeros(batch + (q.shape[-2], v.shape[-1]), dtype=q.dtype)
+    for start in range(0, k.shape[-2], KEY_TILE):
+        k_tile, v_tile = k[..., start : start + KEY_TILE, :], v[..., start : start + KEY_TILE, :]
+        scores = _tile_scores(q, k_tile, k.shape[-2], scale, start, mask, is_causal)  # (..., Tq, tile)
+        new_max = xp.maximum(running_max, scores.max(axis=-1, keepdims=True))
+        safe_max = xp.where(xp.isfinite(new_max), new_max, 0)  # rows with nothing visible yet
+        weights = xp.exp(scores - safe_max)  # exp(-inf) = 0 for hidden keys
+        correction = xp.exp(running_max - safe_max)  # rescales what was summed so far
+        normaliser = normaliser * correction + weights.sum(axis=-1, keepdims=True)
+        acc = acc * correction + xp.matmul(weights, v_tile)
+        running_max = new_max
+    visible = normaliser > 0
+    out = acc / xp.where(visible, normaliser, 1)  # a fully masked row: acc = 0, so out = 0
+    lse = xp.where(visible, running_max + xp.log(xp.where(visible, normaliser, 1)), -xp.inf)
+    return out, lse[..., 0]
+
+
+def attention_backward(q, k, v, out, lse, dout, mask=None, scale=None, is_causal=False):
+    """Gradients of attention, recomputing each tile's weights from the saved lse.
+
+    With P = exp(S - lse) (the softmax weights) and D_i = sum_c dout_ic out_ic:
+        dV = P^T dout,   dP = dout V^T,   dS = P * (dP - D),
+        dQ = scale * dS K,   dK = scale * dS^T Q.
+    Returns (dq, dk, dv) with the broadcast batch shape; where q, k or v was
+    broadcast, the engine's unbroadcast sums the gradient back, as for any op.
+    """
+    xp = _xp(q)
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    lse = lse[..., None]
+    safe_lse = xp.where(xp.isfinite(lse), lse, 0)
+    D = (dout * out).sum(axis=-1, keepdims=True)  # (..., Tq, 1)
+    dq = xp.zeros(np.broadcast_shapes(q.shape, dout.shape[:-1] + (q.shape[-1],)), dtype=q.dtype)
+    dk_tiles, dv_tiles = [], []
+    for start in range(0, k.shape[-2], KEY_TILE):
+        k_tile, v_tile = k[..., start : start + KEY_TILE, :], v[..., start : start + KEY_TILE, :]
+        scores = _tile_scores(q, k_tile, k.shape[-2], scale, start, mask, is_causal)
+        P = xp.where(xp.isfinite(lse), xp.exp(scores - safe_lse), 0)  # (..., Tq, tile)
+        dv_tiles.append(xp.matmul(xp.swapaxes(P, -1, -2), dout))
+        dP = xp.matmul(dout, xp.swapaxes(v_tile, -1, -2))
+        dS = P * (dP - D)
+        dq = dq + scale * xp.matmul(dS, k_tile)
+        dk_tiles.append(scale * xp.matmul(xp.swapaxes(dS, -1, -2), q))
+    dk = xp.concatenate(dk_tiles, axis=-2) if dk_tiles else xp.zeros_like(k)
+    dv = xp.concatenate(dv_tiles, axis=-2) if dv_tiles else xp.zeros_like(v)
+    return dq, dk, dv
+

@@ -9,6 +9,7 @@
 
 from . import nn, testing
 from .autograd import Function, enable_grad, no_grad
+from .backends import get_backend, set_backend, use_backend
 from .creation import arange, eye, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
 from .gradcheck import GradcheckError, gradcheck
 from .nn import functional as F
@@ -19,4 +20,5 @@ __all__ = [
     "Tensor", "tensor", "zeros", "ones", "randn", "rand", "arange", "eye", "full", "zeros_like",
     "ones_like", "cat", "stack", "where", "maximum", "no_grad", "enable_grad", "set_default_dtype",
     "get_default_dtype", "gradcheck", "GradcheckError", "manual_seed", "Function", "nn", "F", "testing",
+    "set_backend", "get_backend", "use_backend",
 ]

@@ -268,7 +268,7 @@ class Function:
                 f"{cls.__name__}: shapes {shapes} do not broadcast together (axes are compared "
                 f"from the right; each pair must be equal, or one of them 1)"
             ) from None
-        if type(output) is not np.ndarray:
+        if type(output) is not np.ndarray and (isinstance(output, np.generic) or not hasattr(output, "ndim")):
             output = np.asarray(output)  # NumPy reductions return scalars; a Tensor holds an array
         if not (_grad_enabled and True in needs_input_grad):
             return Tensor._from_op(output, None)

@@ -9,12 +9,14 @@ import numpy as np
 
 from . import autograd, ops
 from .autograd import is_grad_enabled
+from .ops.axes import check_mask
 
 # ----------------------------------------------------------------------------
 # dtypes
 # ----------------------------------------------------------------------------
 
 _default_dtype = np.dtype(np.float32)
+DEVICES = {"numpy": "numpy", "cpu": "numpy", "cupy": "cupy", "cuda": "cupy"}
 
 
 def set_default_dtype(dtype):
@@ -173,9 +175,17 @@ class Tensor:
         """A copy with its own memory that stays in the graph (gradient flows back)."""
         return ops.Clone.apply(self)
 
-    def to(self, dtype):
-        """A copy in another dtype (differentiable: the gradient is cast back)."""
-        dtype = np.dtype(dtype)
+    def to(self, target):
+        """A copy on another device ("numpy" / "cpu", "cupy" / "cuda") or in another dtype.
+
+        Both are differentiable: the gradient is moved or cast back.
+        """
+        if isinstance(target, str) and target in DEVICES:
+            device = DEVICES[target]
+            if device == ("numpy" if isinstance(self.data, np.ndarray) else "cupy"):
+                return self
+            return ops.ToDevice.apply(self, device=device)
+        dtype = np.dtype(target)
         if dtype == self.dtype:
             return self
         if self.requires_grad and dtype.kind not in "fc":
@@ -405,8 +415,10 @@ class Tensor:
         mask = _check_mask(mask, self.shape, "masked_fill")
         return ops.MaskedFill.apply(self, mask=mask, value=value)
 
-    def softmax(self, axis=-1):
-        return ops.Softmax.apply(self, axis=axis)
+    def softmax(self, axis=-1, mask=None):
+        """Softmax along axis; entries where the boolean mask is True get weight 0."""
+        mask = None if mask is None else _check_mask(mask, self.shape, "softmax")
+        return ops.Softmax.apply(self, axis=axis, mask=mask)
 
     def log_softmax(self, axis=-1):
         return ops.LogSoftmax.apply(self, axis=axis)
@@ -532,18 +544,9 @@ def _index_arrays(index):
 
 
 def _check_mask(mask, shape, op):
-    """A boolean mask that broadcasts to `shape`, or an error naming both shapes."""
+    """The mask as an array, once ops.axes.check_mask has accepted it."""
     mask = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
-    if mask.dtype != np.bool_:
-        raise TypeError(
-            f"{op}: the mask must be boolean (True marks a hidden position), got dtype {mask.dtype}"
-        )
-    try:
-        broadcast = np.broadcast_shapes(mask.shape, shape)
-    except ValueError:
-        broadcast = None
-    if broadcast != tuple(shape):
-        raise ValueError(f"{op}: a mask of shape {mask.shape} does not broadcast to the tensor's shape {tuple(shape)}")
+    check_mask(mask, shape, op)
     return mask
 
 

@@ -23,7 +23,8 @@ _active = None
 _loaded = {}
 
 
-def _load(name):
+def load(name):
+    """The backend module `name`, imported on first use (without making it active)."""
     if name not in KNOWN:
         raise ValueError(f"unknown backend {name!r}; the known backends are {', '.join(map(repr, KNOWN))}")
     if name not in _loaded:
@@ -34,7 +35,7 @@ def _load(name):
 def set_backend(name):
     """Make `name` ("numpy", "numba" or "cupy") the backend the ops use from now on."""
     global _active
-    _active = _load(name)
+    _active = load(name)
 
 
 def get_backend():

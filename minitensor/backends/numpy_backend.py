@@ -25,7 +25,11 @@ name = "numpy"
 
 def _xp(array):
     """numpy for NumPy arrays, cupy for CuPy arrays (so the reference serves both)."""
-    return np if isinstance(array, np.ndarray) else __import__("cupy").get_array_module(array)
+    if isinstance(array, (np.ndarray, np.generic)):
+        return np
+    import cupy  # only ever reached with a CuPy array in hand
+
+    return cupy.get_array_module(array)
 
 
 # ----------------------------------------------------------------------------
@@ -141,7 +145,7 @@ def gelu_backward(x, dy, approximate="none"):
 
 
 def _erf(x):
-    if isinstance(x, np.ndarray):
+    if _xp(x) is np:
         return erf(x)
     import cupyx.scipy.special
 

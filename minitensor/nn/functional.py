@@ -34,6 +34,15 @@ def log_softmax(x, axis=-1):
     return ops.LogSoftmax.apply(x, axis=axis)
 
 
+def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, scale=None):
+    """softmax(q k^T / sqrt(d_k) + mask) v as one fused, tiled op (see ops/attention.py).
+
+    mask: boolean (True hides), or float (added to the scores); a NumPy array or a Tensor.
+    """
+    mask = mask.data if isinstance(mask, Tensor) else mask
+    return ops.Attention.apply(q, k, v, mask=mask, scale=scale, is_causal=is_causal)
+
+
 def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
     """Cross-entropy of raw logits against class indices (or probabilities).
 

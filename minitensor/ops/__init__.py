@@ -1,9 +1,10 @@
 """Every op: one Function subclass each, forward and backward side by side on plain arrays."""
 
 from .activations import GELU, ReLU, SiLU
+from .attention import Attention
 from .elementwise import (
     Abs, Add, Cast, Clip, Clone, Div, Exp, Log, MaskedFill, Maximum, Mul, Neg, Pow, Sigmoid,
-    Sqrt, Sub, Tanh, Where,
+    Sqrt, Sub, Tanh, ToDevice, Where,
 )
 from .linalg import MatMul
 from .losses import CrossEntropy, MSELoss

@@ -1,10 +1,8 @@
 """Activation functions: ReLU, GELU (exact and tanh), SiLU."""
 
-import math
+from scipy.special import expit
 
-import numpy as np
-from scipy.special import erf, expit
-
+from .. import backends
 from ..autograd import Function
 
 
@@ -24,7 +22,7 @@ class ReLU(Function):
 
 
 class GELU(Function):
-    """y = x * Phi(x), Phi the standard normal CDF.
+    """y = x * Phi(x), Phi the standard normal CDF (the kernels live in the backends).
 
     approximate="none" (PyTorch's default):
         Phi(x) = (1 + erf(x / sqrt 2)) / 2,    dy/dx = Phi(x) + x * phi(x),
@@ -40,23 +38,12 @@ class GELU(Function):
             raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
         ctx.save_for_backward(x)
         ctx.approximate = approximate
-        if approximate == "tanh":
-            u = math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)
-            return 0.5 * x * (1 + np.tanh(u))
-        return 0.5 * x * (1 + erf(x / math.sqrt(2)))
+        return backends.active().gelu(x, approximate)
 
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        if ctx.approximate == "tanh":
-            tanh_u = np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))
-            du_dx = math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * x**2)
-            dy_dx = 0.5 * (1 + tanh_u) + 0.5 * x * (1 - tanh_u**2) * du_dx
-        else:
-            cdf = 0.5 * (1 + erf(x / math.sqrt(2)))
-            pdf = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
-            dy_dx = cdf + x * pdf
-        return grad * dy_dx
+        return backends.active().gelu_backward(x, grad, ctx.approximate)
 
 
 class SiLU(Function):

@@ -1,4 +1,6 @@
-"""Checking `axis=` arguments once, with an error that names the op and the shape."""
+"""Checking `axis=` and `mask=` arguments once, with errors that name the op and the shapes."""
+
+import numpy as np
 
 
 def normalize_axes(axis, ndim, op, shape):
@@ -31,3 +33,15 @@ def normalize_axis(axis, ndim, op, shape):
     if not isinstance(axis, int) or isinstance(axis, bool):
         raise TypeError(f"{op}: axis must be an int, got {axis!r}")
     return normalize_axes(axis, ndim, op, shape)[0]
+
+
+def check_mask(mask, shape, op):
+    """A boolean mask (True hides) must broadcast to `shape`; raise naming both shapes if not."""
+    if mask.dtype != np.bool_:
+        raise TypeError(f"{op}: the mask must be boolean (True marks a hidden position), got dtype {mask.dtype}")
+    try:
+        fits = np.broadcast_shapes(mask.shape, tuple(shape)) == tuple(shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{op}: a mask of shape {mask.shape} does not broadcast to the tensor's shape {tuple(shape)}")

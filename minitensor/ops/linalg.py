@@ -67,7 +67,8 @@ class MatMul(Function):
             if b2.ndim == 2 and a2.ndim > 2:
                 # A weight shared by a batch (x @ W): sum over the batch inside one product,
                 # (k, batch*n) @ (batch*n, m), instead of making (batch, k, m) and summing it.
-                grad_b = matmul(a2.reshape(-1, a2.shape[-1]).T, grad.reshape(-1, grad.shape[-1]))
+                rows = int(np.prod(a2.shape[:-1]))  # batch * n (spelled out: -1 fails on empty arrays)
+                grad_b = matmul(a2.reshape(rows, a2.shape[-1]).T, grad.reshape(rows, grad.shape[-1]))
             else:
                 grad_b = matmul(np.swapaxes(a2, -1, -2), grad)  # (..., k, m)
             if b_is_vector:

@@ -368,3 +368,28 @@ def test_numba_fast_exp_is_within_one_ulp_of_numpy_over_the_float32_range():
     below = np.float32([-87.31, -100.0, -1e4, -np.inf])
     np.testing.assert_array_equal(nb.exp(below), 0.0)  # float32 has only denormals there
     np.testing.assert_array_equal(nb.exp(np.float64([-1e4, 0.0, 1.0])), np.exp([-1e4, 0.0, 1.0]))  # float64: math.exp
+
+
+def test_numba_kernels_run_as_plain_python_with_jit_disabled():
+    """NUMBA_DISABLE_JIT=1 turns every kernel into a Python function a student can step
+    into with pdb; they must still compute the same numbers."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np\n"
+        "from minitensor.backends import numba_backend as nb, numpy_backend as ref\n"
+        "rng = np.random.default_rng(0)\n"
+        "x = rng.standard_normal((3, 6)).astype(np.float32)\n"
+        "mask = rng.random((3, 6)) < 0.3\n"
+        "np.testing.assert_allclose(nb.softmax(x, -1, mask), ref.softmax(x, -1, mask), rtol=1e-5, atol=1e-7)\n"
+        "np.testing.assert_allclose(nb.gelu(x, 'tanh'), ref.gelu(x, 'tanh'), rtol=1e-5, atol=1e-6)\n"
+        "q = rng.standard_normal((2, 5, 4))\n"
+        "np.testing.assert_allclose(nb.attention(q, q, q, None, None, True)[0], ref.attention(q, q, q, None, None, True)[0])\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "NUMBA_DISABLE_JIT": "1"}
+    )
+    assert result.stdout.strip() == "ok", result.stderr

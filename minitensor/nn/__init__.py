@@ -1,5 +1,10 @@
-"""Neural-network building blocks. `functional` (F) holds the stateless functions."""
+"""Neural-network building blocks: Module, Parameter, the basic layers, init and functional (F)."""
 
-from . import functional
+from . import functional, init
+from .layers import GELU, Dropout, Embedding, Linear, ModuleList, ReLU, Sequential, Tanh
+from .module import Module, Parameter
 
-__all__ = ["functional"]
+__all__ = [
+    "Module", "Parameter", "Linear", "Embedding", "Dropout", "Sequential", "ModuleList",
+    "GELU", "ReLU", "Tanh", "init", "functional",
+]

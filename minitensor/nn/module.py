@@ -1,0 +1,215 @@
+"""Module and Parameter: the bookkeeping every layer shares.
+
+A Module finds its parameters and submodules from its attributes, as in
+PyTorch: assigning a Parameter or a Module to `self.something` registers it.
+"""
+
+import os
+import tempfile
+
+import numpy as np
+
+from ..autograd import no_grad
+from ..tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A Tensor that is a learnable weight of a Module (requires_grad=True).
+
+    Parameter(array) keeps the array's dtype; Parameter(tensor) shares its data.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, data, requires_grad=True):
+        array = data.data if isinstance(data, Tensor) else np.asarray(data)
+        super().__init__(array, requires_grad=requires_grad)
+        if isinstance(data, Tensor):
+            self.data = data.data  # share, do not copy
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+
+class Module:
+    """Base class of every layer and model. Subclasses define forward(...)."""
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "training", True)
+
+    # -- registration ---------------------------------------------------------
+
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            raise RuntimeError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
+        self._parameters.pop(name, None)
+        self._modules.pop(name, None)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        else:
+            object.__setattr__(self, name, value)
+            return
+        self.__dict__.pop(name, None)
+
+    def __getattr__(self, name):
+        # only called when normal lookup fails: look in the registries
+        for registry in ("_parameters", "_modules"):
+            found = self.__dict__.get(registry, {})
+            if name in found:
+                return found[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def __delattr__(self, name):
+        for registry in (self._parameters, self._modules):
+            if name in registry:
+                del registry[name]
+                return
+        object.__delattr__(self, name)
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} must define forward()")
+
+    # -- walking the tree -----------------------------------------------------
+
+    def named_modules(self, prefix=""):
+        """(name, module) for this module and every submodule, each once."""
+        seen = set()
+        stack = [(prefix, self)]
+        while stack:
+            name, module = stack.pop()
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+            yield name, module
+            children = list(module._modules.items())
+            for child_name, child in reversed(children):
+                stack.append((f"{name}.{child_name}" if name else child_name, child))
+
+    def modules(self):
+        for _, module in self.named_modules():
+            yield module
+
+    def children(self):
+        return iter(self._modules.values())
+
+    def named_parameters(self, remove_duplicate=True):
+        """(name, parameter) pairs; a parameter shared by two modules (tied weights)
+        is yielded once, under its first name, as in PyTorch."""
+        seen = set()
+        for module_name, module in self._all_modules_with_duplicates():
+            for name, parameter in module._parameters.items():
+                if remove_duplicate and id(parameter) in seen:
+                    continue
+                seen.add(id(parameter))
+                yield (f"{module_name}.{name}" if module_name else name), parameter
+
+    def _all_modules_with_duplicates(self, prefix=""):
+        yield prefix, self
+        for name, child in self._modules.items():
+            yield from child._all_modules_with_duplicates(f"{prefix}.{name}" if prefix else name)
+
+    def parameters(self):
+        for _, parameter in self.named_parameters():
+            yield parameter
+
+    def num_parameters(self):
+        """How many numbers the parameters hold (tied weights counted once)."""
+        return sum(p.size for p in self.parameters())
+
+    # -- modes and gradients --------------------------------------------------
+
+    def train(self, mode=True):
+        for module in self.modules():
+            object.__setattr__(module, "training", mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def zero_grad(self):
+        for parameter in self.parameters():
+            parameter.grad = None
+
+    def to(self, target):
+        """Convert every parameter in place to a dtype (or move it: "numpy" / "cupy")."""
+        with no_grad():
+            for parameter in self.parameters():
+                parameter.data = parameter.to(target).data
+                parameter.grad = None
+        return self
+
+    # -- checkpoints ------------------------------------------------------------
+
+    def state_dict(self):
+        """{name: a copy of the array} for every parameter name (tied weights under each name)."""
+        return {name: p.data.copy() for name, p in self.named_parameters(remove_duplicate=False)}
+
+    def load_state_dict(self, state, strict=True):
+        """Copy arrays into the parameters. Every key is checked first: with strict=True a
+        missing, unexpected or misshapen key raises an error listing them all, and nothing
+        is changed. Returns (missing, unexpected) when strict=False."""
+        own = dict(self.named_parameters(remove_duplicate=False))
+        missing = sorted(set(own) - set(state))
+        unexpected = sorted(set(state) - set(own))
+        misshapen = sorted(
+            f"{name}: checkpoint {tuple(np.shape(state[name]))}, model {own[name].shape}"
+            for name in set(own) & set(state)
+            if tuple(np.shape(state[name])) != own[name].shape
+        )
+        if misshapen or (strict and (missing or unexpected)):
+            problems = []
+            if missing:
+                problems.append(f"missing keys: {', '.join(missing)}")
+            if unexpected:
+                problems.append(f"unexpected keys: {', '.join(unexpected)}")
+            if misshapen:
+                problems.append(f"misshapen keys: {'; '.join(misshapen)}")
+            raise KeyError(f"load_state_dict for {type(self).__name__}: nothing was loaded. " + ". ".join(problems))
+        with no_grad():
+            for name, parameter in own.items():
+                if name in state:
+                    np.copyto(parameter.data, np.asarray(state[name]), casting="same_kind")
+                    parameter._version_counter[0] += 1
+        return missing, unexpected
+
+    def save(self, path):
+        """Write the parameters to an .npz file atomically: a temporary file in the same
+        folder, renamed over `path` only once it is complete."""
+        path = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".npz")
+        try:
+            with os.fdopen(handle, "wb") as file:
+                np.savez(file, **self.state_dict())
+            os.replace(temporary, path)
+        except BaseException:
+            if os.path.exists(temporary):
+                os.remove(temporary)
+            raise
+
+    def load(self, path, strict=True):
+        """Read an .npz written by save() (no pickle is ever loaded) into the parameters."""
+        with np.load(path, allow_pickle=False) as archive:
+            state = {name: archive[name] for name in archive.files}
+        return self.load_state_dict(state, strict=strict)
+
+    # -- printing ---------------------------------------------------------------
+
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__}({self.extra_repr()}"]
+        for name, child in self._modules.items():
+            child_lines = repr(child).splitlines()
+            lines.append(f"  ({name}): " + "\n  ".join(child_lines))
+        if len(lines) == 1:
+            return lines[0] + ")"
+        return "\n".join(lines) + "\n)"

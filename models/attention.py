@@ -1,0 +1,231 @@
+"""Masks, scaled dot-product attention, multi-head attention (with grouped and multi-query
+heads), the KV cache, and multi-head latent attention.
+
+Shapes are batch first: x is (B, T, d). Masks follow the seeds and
+torch.nn.MultiheadAttention: in a boolean mask True marks a hidden position;
+a float mask is added to the scores.
+"""
+
+import math
+
+import numpy as np
+
+import minitensor as mt
+from minitensor import F
+from minitensor.nn import Linear, Module
+
+
+def causal_mask(T, S=None):
+    """(T, S) boolean, True above the diagonal: query i may not see key j > i (+ S - T)."""
+    S = T if S is None else S
+    return np.triu(np.ones((T, S), dtype=bool), k=S - T + 1)
+
+
+def padding_mask(lengths, T):
+    """(B, 1, 1, T) boolean, True at the padded positions j >= lengths[b] of each sequence;
+    it broadcasts over heads and queries, hiding the padding from every query."""
+    lengths = np.asarray(lengths)
+    return (np.arange(T)[None, :] >= lengths[:, None])[:, None, None, :]
+
+
+def _as_array(mask):
+    return mask.data if isinstance(mask, mt.Tensor) else (None if mask is None else np.asarray(mask))
+
+
+def _check_mask_shape(mask, scores_shape, where):
+    try:
+        fits = np.broadcast_shapes(mask.shape, scores_shape) == tuple(scores_shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"{where}: a mask of shape {mask.shape} does not broadcast to the scores' shape "
+            f"{tuple(scores_shape)} (batch, heads, queries, keys)"
+        )
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, return_weights=False):
+    """softmax(q k^T / sqrt(d_k) + mask) v over (..., T, d_k) queries and keys.
+
+    Without return_weights this is the backend's fused, tiled kernel (no T x T
+    scores held). With return_weights=True the scores are materialised so the
+    weights can be returned: (output, weights). The two paths are tested equal.
+    """
+    mask = _as_array(mask)
+    if not return_weights:
+        return F.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal)
+    scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
+    hidden = np.zeros((q.shape[-2], k.shape[-2]), dtype=bool)
+    if is_causal:
+        hidden = causal_mask(q.shape[-2], k.shape[-2])
+    scores = (q @ k.swapaxes(-1, -2)) * (1 / math.sqrt(q.shape[-1]))  # (..., Tq, Tk)
+    if mask is not None:
+        _check_mask_shape(mask, scores_shape, "scaled_dot_product_attention")
+        if mask.dtype == np.bool_:
+            hidden = hidden | mask
+        else:
+            scores = scores + mt.tensor(mask.astype(scores.dtype))
+    weights = scores.softmax(axis=-1, mask=np.broadcast_to(hidden, scores.shape))  # hidden -> 0
+    return weights @ v, weights
+
+
+class KVCache:
+    """The keys and values of the tokens seen so far, for one attention layer.
+
+    When generating, each new token's key and value are appended, so a token's
+    attention costs one query against the cache instead of recomputing every key.
+    """
+
+    def __init__(self):
+        self.k = self.v = None
+
+    def update(self, k, v):
+        """Append (B, H_kv, t, d_head) keys and values; return everything cached so far."""
+        if self.k is None:
+            self.k, self.v = k.detach(), v.detach()
+        else:
+            self.k = mt.cat([self.k, k.detach()], axis=-2)
+            self.v = mt.cat([self.v, v.detach()], axis=-2)
+        return self.k, self.v
+
+    def __len__(self):
+        return 0 if self.k is None else self.k.shape[-2]
+
+    @property
+    def nbytes(self):
+        """Bytes the cache holds now."""
+        return 0 if self.k is None else self.k.data.nbytes + self.v.data.nbytes
+
+    @staticmethod
+    def bytes_per_token(layers, kv_width, bytes_per_number=2):
+        """2 (a key and a value) x layers x kv_width numbers per token: the seed's
+        80 layers of width 8,192 in 16-bit numbers need 2,621,440 bytes (2.6 MB) per token."""
+        return 2 * layers * kv_width * bytes_per_number
+
+
+class MultiHeadAttention(Module):
+    """MultiHeadAttention(d, heads, kv_heads=None, bias=True): nn.MultiheadAttention's
+    math, batch first, with grouped-query (kv_heads < heads) and multi-query (kv_heads = 1)
+    attention, cross-attention (context=), a KV cache and an optional QK-norm.
+
+    Parameters: 4 d^2 + 4 d with full heads (1,088 for d = 16).
+    """
+
+    def __init__(self, d, heads, kv_heads=None, bias=True, qk_norm=False):
+        super().__init__()
+        kv_heads = heads if kv_heads is None else kv_heads
+        if d % heads:
+            raise ValueError(f"MultiHeadAttention: d = {d} is not divisible by heads = {heads}")
+        if heads % kv_heads:
+            raise ValueError(f"MultiHeadAttention: heads = {heads} is not a multiple of kv_heads = {kv_heads}")
+        self.d, self.heads, self.kv_heads, self.d_head = d, heads, kv_heads, d // heads
+        self.w_q = Linear(d, d, bias=bias)
+        self.w_k = Linear(d, kv_heads * self.d_head, bias=bias)
+        self.w_v = Linear(d, kv_heads * self.d_head, bias=bias)
+        self.w_o = Linear(d, d, bias=bias)
+        self.qk_norm = qk_norm
+        if qk_norm:
+            from .layernorm import LayerNorm
+
+            self.q_norm, self.k_norm = LayerNorm(self.d_head), LayerNorm(self.d_head)
+
+    def forward(self, x, mask=None, context=None, cache=None, need_weights=False, is_causal=False):
+        """x (B, T, d) -> (B, T, d); with need_weights, also the (B, heads, T, S) weights."""
+        if x.ndim != 3 or x.shape[-1] != self.d:
+            raise ValueError(f"MultiHeadAttention(d={self.d}): expected input (batch, T, {self.d}), got {x.shape}")
+        B, T, _ = x.shape
+        source = x if context is None else context  # cross-attention: keys and values from context
+        S = source.shape[1]
+        H, G, dh = self.heads, self.heads // self.kv_heads, self.d_head
+
+        q = self.w_q(x).reshape(B, T, H, dh).transpose(1, 2)  # (B, H, T, dh)
+        k = self.w_k(source).reshape(B, S, self.kv_heads, dh).transpose(1, 2)  # (B, Hkv, S, dh)
+        v = self.w_v(source).reshape(B, S, self.kv_heads, dh).transpose(1, 2)  # (B, Hkv, S, dh)
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, Hkv, S_total, dh)
+            S = k.shape[-2]
+
+        mask = _as_array(mask)
+        if mask is not None:
+            _check_mask_shape(mask, (B, H, T, S), "MultiHeadAttention")
+        # Grouped heads: G query heads share one key/value head. Give the queries a group
+        # axis, (B, Hkv, G, T, dh), and the keys a size-1 one, (B, Hkv, 1, S, dh): they broadcast.
+        q = q.reshape(B, self.kv_heads, G, T, dh)
+        k, v = k.unsqueeze(2), v.unsqueeze(2)
+        if mask is not None and mask.ndim >= 3:  # a per-head or per-batch mask: split its heads too
+            mask = np.broadcast_to(mask, (B, H, T, S)).reshape(B, self.kv_heads, G, T, S)
+        result = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal, return_weights=need_weights)
+        out, weights = result if need_weights else (result, None)
+        out = out.reshape(B, H, T, dh).transpose(1, 2).reshape(B, T, self.d)  # concatenate the heads
+        out = self.w_o(out)
+        if need_weights:
+            return out, weights.reshape(B, H, T, S)
+        return out
+
+    @classmethod
+    def from_torch(cls, module):
+        """Copy an nn.MultiheadAttention (batch_first or not; same math either way)."""
+        d, heads = module.embed_dim, module.num_heads
+        ours = cls(d, heads, bias=module.in_proj_bias is not None)
+        w_q, w_k, w_v = np.split(module.in_proj_weight.detach().numpy(), 3)
+        ours.w_q.weight.data, ours.w_k.weight.data, ours.w_v.weight.data = w_q.copy(), w_k.copy(), w_v.copy()
+        ours.w_o.weight.data = module.out_proj.weight.detach().numpy().copy()
+        if module.in_proj_bias is not None:
+            b_q, b_k, b_v = np.split(module.in_proj_bias.detach().numpy(), 3)
+            ours.w_q.bias.data, ours.w_k.bias.data, ours.w_v.bias.data = b_q.copy(), b_k.copy(), b_v.copy()
+            ours.w_o.bias.data = module.out_proj.bias.detach().numpy().copy()
+        return ours
+
+    def extra_repr(self):
+        return f"d={self.d}, heads={self.heads}, kv_heads={self.kv_heads}"
+
+
+class MultiHeadLatentAttention(Module):
+    """Multi-head latent attention (the second seed; DeepSeek-V2): keys and values are
+    not cached; only the compressed latent c = W_DKV h (d_latent numbers per token) is,
+    and keys and values are expanded from it: k = W_UK c, v = W_UV c.
+    """
+
+    def __init__(self, d, heads, d_latent, bias=False):
+        super().__init__()
+        if d % heads:
+            raise ValueError(f"MultiHeadLatentAttention: d = {d} is not divisible by heads = {heads}")
+        self.d, self.heads, self.d_head, self.d_latent = d, heads, d // heads, d_latent
+        self.w_q = Linear(d, d, bias=bias)
+        self.w_dkv = Linear(d, d_latent, bias=bias)  # down: h -> c
+        self.w_uk = Linear(d_latent, d, bias=bias)  # up: c -> keys of every head
+        self.w_uv = Linear(d_latent, d, bias=bias)  # up: c -> values of every head
+        self.w_o = Linear(d, d, bias=bias)
+
+    def forward(self, x, mask=None, cache=None, is_causal=False):
+        B, T, _ = x.shape
+        H, dh = self.heads, self.d_head
+        c = self.w_dkv(x)  # (B, T, d_latent): all that is cached
+        if cache is not None:
+            c = cache.update(c)
+        S = c.shape[1]
+        q = self.w_q(x).reshape(B, T, H, dh).transpose(1, 2)  # (B, H, T, dh)
+        k = self.w_uk(c).reshape(B, S, H, dh).transpose(1, 2)  # (B, H, S, dh)
+        v = self.w_uv(c).reshape(B, S, H, dh).transpose(1, 2)
+        out = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal)
+        return self.w_o(out.transpose(1, 2).reshape(B, T, self.d))
+
+
+class LatentCache:
+    """The cache of multi-head latent attention: the latents c of the tokens so far."""
+
+    def __init__(self):
+        self.c = None
+
+    def update(self, c):
+        self.c = c.detach() if self.c is None else mt.cat([self.c, c.detach()], axis=1)
+        return self.c
+
+    def __len__(self):
+        return 0 if self.c is None else self.c.shape[1]
+
+    @property
+    def nbytes(self):
+        return 0 if self.c is None else self.c.data.nbytes

@@ -12,7 +12,7 @@ import numpy as np
 
 import minitensor as mt
 from minitensor import F
-from minitensor.nn import Linear, Module
+from minitensor.nn import Linear, Module, init
 
 
 def causal_mask(T, S=None):
@@ -123,11 +123,22 @@ class MultiHeadAttention(Module):
         self.w_k = Linear(d, kv_heads * self.d_head, bias=bias)
         self.w_v = Linear(d, kv_heads * self.d_head, bias=bias)
         self.w_o = Linear(d, d, bias=bias)
+        self._init_like_torch()
         self.qk_norm = qk_norm
         if qk_norm:
             from .layernorm import LayerNorm
 
             self.q_norm, self.k_norm = LayerNorm(self.d_head), LayerNorm(self.d_head)
+
+    def _init_like_torch(self):
+        """nn.MultiheadAttention's initialisation: Xavier-uniform on the stacked (3d, d) input
+        projection, zero biases; the output projection keeps Linear's default weight."""
+        bound = math.sqrt(6.0 / (self.d + 3 * self.d))
+        for layer in (self.w_q, self.w_k, self.w_v):
+            init.uniform_(layer.weight, -bound, bound)
+        for layer in (self.w_q, self.w_k, self.w_v, self.w_o):
+            if layer.bias is not None:
+                init.zeros_(layer.bias)
 
     def forward(self, x, mask=None, context=None, cache=None, need_weights=False, is_causal=False):
         """x (B, T, d) -> (B, T, d); with need_weights, also the (B, heads, T, S) weights."""

@@ -3,7 +3,7 @@
 import importlib
 import sys
 
-BENCHMARKS = ["overhead", "kernels"]
+BENCHMARKS = ["overhead", "kernels", "block"]
 
 
 def main(argv):

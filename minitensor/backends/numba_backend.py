@@ -89,7 +89,12 @@ _EXP_LOW = np.float32(-87.3)
 _EXP_HIGH = np.float32(88.7)
 
 
-@njit(fastmath=True, cache=True)
+# Not full fastmath: reassociation would fold t - k*LN2_HI - k*LN2_LO into t - k*ln2 and
+# lose the exactness of the split; infinities must stay (exp(-inf) = 0 for hidden scores).
+_EXP_FLAGS = {"nsz", "arcp", "contract", "afn"}
+
+
+@njit(fastmath=_EXP_FLAGS, cache=True)
 def _exp_into(src, offset, dst):
     """dst[i] = exp(src[i] - offset) for 1-D contiguous arrays (dst may not be src)."""
     if src.itemsize != 4:
@@ -98,7 +103,7 @@ def _exp_into(src, offset, dst):
         return
     for i in range(src.shape[0]):
         t = min(max(np.float32(src[i] - offset), _EXP_LOW), _EXP_HIGH)
-        k = math.floor(t * _LOG2E + np.float32(0.5))
+        k = np.floor(t * _LOG2E + np.float32(0.5))  # np.floor stays float32 (math.floor is an int)
         r = t - k * _LN2_HI - k * _LN2_LO
         p = np.float32(1.9875691500e-4)
         p = p * r + np.float32(1.3981999507e-3)
@@ -110,7 +115,7 @@ def _exp_into(src, offset, dst):
     bits = dst.view(np.int32)
     for i in range(src.shape[0]):  # multiply by 2**k: add k to the exponent field
         t = min(max(np.float32(src[i] - offset), _EXP_LOW), _EXP_HIGH)
-        bits[i] += np.int32(math.floor(t * _LOG2E + np.float32(0.5))) << 23
+        bits[i] += np.int32(np.floor(t * _LOG2E + np.float32(0.5))) << 23
     for i in range(src.shape[0]):
         if src[i] - offset < _EXP_LOW:
             dst[i] = 0.0
@@ -342,21 +347,32 @@ def layer_norm_backward(dy, x, weight, mean, rstd):
 
 GELU_CHUNK = 4096  # elements per parallel job (and per scratch buffer)
 
+# Constants are passed in as an array of x's dtype (a float64 literal would turn
+# every float32 operation into a float64 one and halve the vector width), and read
+# into locals first (a load inside a loop could alias the output and stop vectorising).
+#   0: sqrt(2/pi)  1: 0.044715  2: 1/sqrt(2)  3: 1/sqrt(2 pi)  4: 0.5  5: 1  6: 2  7: 3
+_GELU_CONSTANTS = (math.sqrt(2 / math.pi), 0.044715, 1 / math.sqrt(2), 1 / math.sqrt(2 * math.pi), 0.5, 1.0, 2.0, 3.0)
+# Abramowitz & Stegun 7.1.26: p, a1..a5
+_ERF_CONSTANTS = (0.3275911, 0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
 
 @njit(fastmath=True, cache=True)
-def _tanh_into(u, scratch, out):
+def _tanh_into(u, c, scratch, out):
     """out = tanh(u) = 1 - 2 / (exp(2u) + 1), with the vectorised exp."""
+    c5, c6 = c[5], c[6]
     for i in range(u.shape[0]):
-        scratch[i] = 2.0 * u[i]
+        scratch[i] = c6 * u[i]
     _exp_into(scratch, 0.0, out)
     for i in range(u.shape[0]):
-        out[i] = 1.0 - 2.0 / (out[i] + 1.0)
+        out[i] = c5 - c6 / (out[i] + c5)
 
 
 @njit(fastmath=True, cache=True)
-def _erf_into(x, scratch, out):
-    """out = erf(x): Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7) for float32,
-    math.erf for float64."""
+def _erf_into(x, e, c, scratch, out):
+    """out = erf(x): Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7) with the vectorised
+    exp for float32; math.erf for float64."""
+    c5 = c[5]
+    e0, e1, e2, e3, e4, e5 = e[0], e[1], e[2], e[3], e[4], e[5]
     if x.itemsize != 4:
         for i in range(x.shape[0]):
             out[i] = math.erf(x[i])
@@ -365,63 +381,63 @@ def _erf_into(x, scratch, out):
         scratch[i] = -x[i] * x[i]
     _exp_into(scratch, 0.0, out)  # exp(-x**2)
     for i in range(x.shape[0]):
-        a = abs(x[i])
-        t = 1.0 / (1.0 + 0.3275911 * a)
-        poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-        value = 1.0 - poly * out[i]
-        out[i] = value if x[i] >= 0 else -value
+        t = c5 / (c5 + e0 * math.fabs(x[i]))
+        poly = t * (e1 + t * (e2 + t * (e3 + t * (e4 + t * e5))))
+        out[i] = math.copysign(c5 - poly * out[i], x[i])  # erf is odd
 
 
 @njit(parallel=True, cache=True, fastmath=True)
-def _gelu_flat(x, tanh_form, y):
+def _gelu_flat(x, tanh_form, c, e, y):
+    c0, c1, c2, c4, c5 = c[0], c[1], c[2], c[4], c[5]
     n = x.shape[0]
     for chunk in prange((n + GELU_CHUNK - 1) // GELU_CHUNK):
         start, stop = chunk * GELU_CHUNK, min((chunk + 1) * GELU_CHUNK, n)
         v = x[start:stop]
-        inner = np.empty_like(v)
-        scratch = np.empty_like(v)
-        phi = np.empty_like(v)  # tanh(u) or erf(x / sqrt 2)
-        for i in range(v.shape[0]):
-            inner[i] = 0.7978845608028654 * (v[i] + 0.044715 * v[i] * v[i] * v[i]) if tanh_form else v[i] * 0.7071067811865476
+        inner, scratch, phi = np.empty_like(v), np.empty_like(v), np.empty_like(v)
         if tanh_form:
-            _tanh_into(inner, scratch, phi)
+            for i in range(v.shape[0]):
+                inner[i] = c0 * (v[i] + c1 * v[i] * v[i] * v[i])
+            _tanh_into(inner, c, scratch, phi)
         else:
-            _erf_into(inner, scratch, phi)
+            for i in range(v.shape[0]):
+                inner[i] = v[i] * c2
+            _erf_into(inner, e, c, scratch, phi)
         for i in range(v.shape[0]):
-            y[start + i] = 0.5 * v[i] * (1.0 + phi[i])
+            y[start + i] = c4 * v[i] * (c5 + phi[i])
 
 
 @njit(parallel=True, cache=True, fastmath=True)
-def _gelu_backward_flat(x, dy, tanh_form, dx):
+def _gelu_backward_flat(x, dy, tanh_form, c, e, dx):
+    c0, c1, c2, c3, c4, c5, c7 = c[0], c[1], c[2], c[3], c[4], c[5], c[7]
     n = x.shape[0]
     for chunk in prange((n + GELU_CHUNK - 1) // GELU_CHUNK):
         start, stop = chunk * GELU_CHUNK, min((chunk + 1) * GELU_CHUNK, n)
         v = x[start:stop]
-        inner = np.empty_like(v)
-        scratch = np.empty_like(v)
-        phi = np.empty_like(v)
-        for i in range(v.shape[0]):
-            inner[i] = 0.7978845608028654 * (v[i] + 0.044715 * v[i] * v[i] * v[i]) if tanh_form else v[i] * 0.7071067811865476
+        inner, scratch, phi = np.empty_like(v), np.empty_like(v), np.empty_like(v)
         if tanh_form:
-            _tanh_into(inner, scratch, phi)
+            for i in range(v.shape[0]):
+                inner[i] = c0 * (v[i] + c1 * v[i] * v[i] * v[i])
+            _tanh_into(inner, c, scratch, phi)
             for i in range(v.shape[0]):
                 t = phi[i]
-                du = 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * v[i] * v[i])
-                dx[start + i] = dy[start + i] * (0.5 * (1.0 + t) + 0.5 * v[i] * (1.0 - t * t) * du)
+                du = c0 * (c5 + c7 * c1 * v[i] * v[i])
+                dx[start + i] = dy[start + i] * (c4 * (c5 + t) + c4 * v[i] * (c5 - t * t) * du)
         else:
-            _erf_into(inner, scratch, phi)
             for i in range(v.shape[0]):
-                scratch[i] = -0.5 * v[i] * v[i]
+                inner[i] = v[i] * c2
+            _erf_into(inner, e, c, scratch, phi)
+            for i in range(v.shape[0]):
+                scratch[i] = -c4 * v[i] * v[i]
             _exp_into(scratch, 0.0, inner)  # exp(-x**2 / 2)
             for i in range(v.shape[0]):
-                cdf = 0.5 * (1.0 + phi[i])
-                dx[start + i] = dy[start + i] * (cdf + v[i] * inner[i] * 0.3989422804014327)
+                dx[start + i] = dy[start + i] * (c4 * (c5 + phi[i]) + v[i] * inner[i] * c3)
 
 
 def gelu(x, approximate="none"):
     flat = np.ascontiguousarray(x).reshape(-1)
     y = np.empty_like(flat)
-    _gelu_flat(flat, approximate == "tanh", y)
+    constants = np.array(_GELU_CONSTANTS, dtype=x.dtype), np.array(_ERF_CONSTANTS, dtype=x.dtype)
+    _gelu_flat(flat, approximate == "tanh", *constants, y)
     return y.reshape(x.shape)
 
 
@@ -429,7 +445,8 @@ def gelu_backward(x, dy, approximate="none"):
     flat = np.ascontiguousarray(x).reshape(-1)
     dy_flat = np.ascontiguousarray(dy, dtype=x.dtype).reshape(-1)
     dx = np.empty_like(flat)
-    _gelu_backward_flat(flat, dy_flat, approximate == "tanh", dx)
+    constants = np.array(_GELU_CONSTANTS, dtype=x.dtype), np.array(_ERF_CONSTANTS, dtype=x.dtype)
+    _gelu_backward_flat(flat, dy_flat, approximate == "tanh", *constants, dx)
     return dx.reshape(x.shape)
 
 

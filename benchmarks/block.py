@@ -1,0 +1,146 @@
+"""A pre-norm transformer block, forward + backward, four ways, on the same weights:
+
+- minitensor on the numba backend (models.transformer.Block),
+- minitensor on the numpy backend,
+- a hand-written NumPy forward and backward of the same block (no engine: what the
+  engine's bookkeeping costs is the difference),
+- PyTorch eager, the seed's Block with nn.MultiheadAttention.
+
+B=8, T=256, d=256, 4 heads, causal, float32, 2 threads for PyTorch.
+"""
+
+import math
+
+import numpy as np
+
+import minitensor as mt
+from minitensor.backends import numpy_backend as ref
+
+from .common import best_seconds, describe_machine, ratio
+
+B, T, D, HEADS = 8, 256, 256, 4
+
+
+def make_models():
+    import torch
+    from torch import nn
+
+    from models.transformer import Block
+
+    class TorchBlock(nn.Module):  # the seed's block
+        def __init__(self, d, heads):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+            self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+        def forward(self, x, mask):
+            a = self.ln1(x)
+            x = x + self.attn(a, a, a, attn_mask=mask, need_weights=False)[0]
+            return x + self.mlp(self.ln2(x))
+
+    torch.manual_seed(0)
+    theirs = TorchBlock(D, HEADS)
+    ours = Block.from_torch(theirs)
+    return ours, theirs
+
+
+def handwritten(ours, x, dout):
+    """Forward and backward of the block in plain NumPy, every gradient by hand."""
+    p = {name: t.data for name, t in ours.named_parameters()}
+    H, dh = HEADS, D // HEADS
+    scale = 1 / math.sqrt(dh)
+    causal = np.triu(np.ones((T, T), dtype=bool), k=1)
+
+    def heads(z):
+        return z.reshape(B, T, H, dh).transpose(0, 2, 1, 3)  # (B, H, T, dh)
+
+    def merge(z):
+        return z.transpose(0, 2, 1, 3).reshape(B, T, D)
+
+    # forward
+    a, mu1, r1 = ref.layer_norm(x, p["ln1.weight"], p["ln1.bias"])
+    q = heads(a @ p["attn.w_q.weight"].T + p["attn.w_q.bias"])
+    k = heads(a @ p["attn.w_k.weight"].T + p["attn.w_k.bias"])
+    v = heads(a @ p["attn.w_v.weight"].T + p["attn.w_v.bias"])
+    probs = ref.softmax(q @ k.transpose(0, 1, 3, 2) * scale, -1, causal)  # (B, H, T, T)
+    o = merge(probs @ v)
+    h = x + o @ p["attn.w_o.weight"].T + p["attn.w_o.bias"]
+    c, mu2, r2 = ref.layer_norm(h, p["ln2.weight"], p["ln2.bias"])
+    f1 = c @ p["mlp.fc1.weight"].T + p["mlp.fc1.bias"]
+    g = ref.gelu(f1)
+    out = h + g @ p["mlp.fc2.weight"].T + p["mlp.fc2.bias"]
+
+    # backward
+    grads = {}
+
+    def linear_back(dy, inp, name):
+        grads[name + ".weight"] = dy.reshape(-1, dy.shape[-1]).T @ inp.reshape(-1, inp.shape[-1])
+        grads[name + ".bias"] = dy.sum(axis=(0, 1))
+        return dy @ p[name + ".weight"]
+
+    dh_ = dout.copy()
+    dg = linear_back(dout, g, "mlp.fc2")
+    dc = linear_back(ref.gelu_backward(f1, dg), c, "mlp.fc1")
+    dh_norm, grads["ln2.weight"], grads["ln2.bias"] = ref.layer_norm_backward(dc, h, p["ln2.weight"], mu2, r2)
+    dh_ += dh_norm
+    do = heads(linear_back(dh_, o, "attn.w_o"))
+    dprobs = do @ v.transpose(0, 1, 3, 2)
+    dv = probs.transpose(0, 1, 3, 2) @ do
+    dscores = ref.softmax_backward(probs, dprobs, -1) * scale
+    dq, dk = dscores @ k, dscores.transpose(0, 1, 3, 2) @ q
+    da = sum(linear_back(merge(dz), a, f"attn.w_{n}") for dz, n in ((dq, "q"), (dk, "k"), (dv, "v")))
+    dx_norm, grads["ln1.weight"], grads["ln1.bias"] = ref.layer_norm_backward(da, x, p["ln1.weight"], mu1, r1)
+    return out, dh_ + dx_norm, grads
+
+
+def main():
+    import torch
+
+    torch.set_num_threads(2)
+    ours, theirs = make_models()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((B, T, D)).astype(np.float32)
+    dout = rng.standard_normal((B, T, D)).astype(np.float32)
+
+    def minitensor_step():
+        xt = mt.tensor(x, requires_grad=True)
+        ours.zero_grad()
+        ours(xt, is_causal=True).backward(dout)
+
+    times = {}
+    for backend in ("numba", "numpy"):
+        with mt.use_backend(backend):
+            times[f"minitensor ({backend})"] = best_seconds(minitensor_step, repeats=7, warmup=2)
+    times["hand-written NumPy"] = best_seconds(lambda: handwritten(ours, x, dout), repeats=7, warmup=2)
+
+    tx = torch.from_numpy(x).requires_grad_()
+    tdout, tmask = torch.from_numpy(dout), torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+
+    def torch_step():
+        theirs.zero_grad()
+        tx.grad = None
+        theirs(tx, tmask).backward(tdout)
+
+    times["PyTorch eager"] = best_seconds(torch_step, repeats=7, warmup=2)
+
+    # the four agree (float32)
+    with mt.use_backend("numba"):
+        xt = mt.tensor(x, requires_grad=True)
+        ours.zero_grad()
+        y = ours(xt, is_causal=True)
+        y.backward(dout)
+    out, dx, _ = handwritten(ours, x, dout)
+    agree = np.allclose(y.data, out, atol=1e-3) and np.allclose(xt.grad, dx, atol=1e-3)
+
+    print(f"Pre-norm block forward + backward, B={B} T={T} d={D} heads={HEADS}, causal, float32")
+    print(describe_machine())
+    base = times["PyTorch eager"]
+    for label, seconds in times.items():
+        print(f"  {label:24}{seconds * 1e3:8.1f} ms   {ratio(seconds, base):>6} of PyTorch")
+    print(f"  minitensor (numba) / hand-written NumPy: {ratio(times['minitensor (numba)'], times['hand-written NumPy'])}")
+    print(f"  minitensor and the hand-written block agree: {agree}")
+
+
+if __name__ == "__main__":
+    main()

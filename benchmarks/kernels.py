@@ -128,7 +128,7 @@ def attention_long(torch, rng):
         nb.attention_backward(q, k, v, out, lse, dout, None, None, True)
 
     times = {"numpy": best_seconds(materialised, repeats=3), "numba": best_seconds(tiled, repeats=3)}
-    memory = {"numpy": peak_memory_mb(materialised), "numba": peak_memory_mb(tiled)}
+    memory = {name: _peak_in_fresh_process(name) for name in ("numpy", "numba", "torch")}
     if torch:
         tq, tk, tv = (torch.from_numpy(a).requires_grad_() for a in (q, k, v))  # 4-D: the fast path
         tdout = torch.from_numpy(dout)
@@ -137,8 +137,47 @@ def attention_long(torch, rng):
             torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True).backward(tdout)
 
         times["torch"] = best_seconds(run_torch, repeats=3)
-        memory["torch"] = peak_memory_mb(run_torch)
     return "attention fwd+bwd B*H=8 T=2048 d=64 causal", times, memory
+
+
+def _peak_in_fresh_process(which):
+    """Peak extra memory (MB) of one attention forward + backward, measured in a new process
+    so that no allocator still holds memory from an earlier run."""
+    code = f"from benchmarks.kernels import attention_memory; print(attention_memory({which!r}))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    try:
+        return float(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return float("nan")
+
+
+def attention_memory(which):
+    """Run in a fresh process by _peak_in_fresh_process: the peak of one run of `which`."""
+    rng = np.random.default_rng(0)
+    q, k, v, dout = (rng.standard_normal((2, 4, 2048, 64)).astype(np.float32) for _ in range(4))
+    small = [a[:, :, :128] for a in (q, k, v)]
+    out, lse = nb.attention(*small, None, None, True)  # load the compiled kernels first
+    nb.attention_backward(*small, out, lse, dout[:, :, :128], None, None, True)
+
+    def numba_run():
+        o, l = nb.attention(q, k, v, None, None, True)
+        nb.attention_backward(q, k, v, o, l, dout, None, None, True)
+
+    def numpy_run():  # the materialised version: (2, 4, T, T) scores and weights
+        causal = np.triu(np.ones((2048, 2048), dtype=bool), k=1)
+        p = ref.softmax(np.where(causal, -np.inf, q @ np.swapaxes(k, -1, -2) / 8.0), -1)
+        ds = ref.softmax_backward(p, dout @ np.swapaxes(v, -1, -2), -1) / 8.0
+        return p @ v, ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(p, -1, -2) @ dout
+
+    torch = _torch()
+
+    def torch_run():
+        tq, tk, tv = (torch.from_numpy(a).requires_grad_() for a in (q, k, v))
+        torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True).backward(torch.from_numpy(dout))
+
+    if which == "torch":
+        torch_run()  # warm up its allocator and kernels once
+    return peak_memory_mb({"numba": numba_run, "numpy": numpy_run, "torch": torch_run}[which])
 
 
 def compile_times():

@@ -15,6 +15,7 @@ from models.layernorm import LayerNorm, LayerNormFunction, RMSNorm, layer_norm_c
 from models.positional import alibi_bias, alibi_slopes, rope, sinusoidal, t5_bucket
 from models.recurrent import GRU, RNN, RecurrentRegressor
 from models.transformer import GPT, Block, Encoder, EncoderDecoder, ReadoutTransformer, SwiGLU
+from demos.tasks import adding_problem
 from models.vit import PatchEmbedding
 
 TIGHT = dict(rtol=1e-9, atol=1e-11)
@@ -462,16 +463,6 @@ def test_patch_embedding_equals_a_strided_conv():
     y_t = conv(torch.from_numpy(images)).flatten(2).transpose(1, 2).detach().numpy()  # (B, N, d)
     np.testing.assert_allclose(y, y_t, **TIGHT)
     assert PatchEmbedding(16, 3, 192).num_parameters() == 147_648
-
-
-def adding_problem(batch, length, rng):
-    """Values uniform in [0, 1] with two marked positions; the target is the sum of the marked values."""
-    values = rng.uniform(0, 1, size=(batch, length))
-    markers = np.zeros((batch, length))
-    for row in markers:
-        row[rng.choice(length, size=2, replace=False)] = 1.0
-    x = np.stack([values, markers], axis=-1).astype(np.float32)
-    return x, (values * markers).sum(axis=1, keepdims=True).astype(np.float32)
 
 
 def test_adding_problem_parameter_counts():

@@ -1,0 +1,69 @@
+"""Multi-head self-attention written out, and the seed's checks (seed 000, "Multiple heads").
+
+The seed writes multi-head attention with the weights of nn.MultiheadAttention and prints:
+it matches nn.MultiheadAttention (checked when PyTorch is installed), permuting the tokens
+permutes the outputs, with a causal mask outputs 0-2 ignore tokens 3-4, and the module has
+4 d^2 + 4 d = 1,088 parameters for d = 16.
+"""
+
+# %%
+import numpy as np
+
+import minitensor as mt
+from models.attention import MultiHeadAttention, causal_mask
+
+from ._common import Checks, plt, result, save
+
+
+def main(quick=False):
+    checks = Checks()
+    B, T, d, h = 2, 5, 16, 4
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((B, T, d))
+    mt.manual_seed(0)
+    try:
+        import torch
+
+        torch.manual_seed(0)
+        torch_mha = torch.nn.MultiheadAttention(d, h, batch_first=True).double()
+        mha = MultiHeadAttention.from_torch(torch_mha)
+    except ImportError:
+        torch = None
+        mha = MultiHeadAttention(d, h)
+        mha.to(np.float64)
+
+    def self_attention(x, mask=None, need_weights=False):
+        return mha(mt.tensor(x), mask=mask, need_weights=need_weights)
+
+    ours = self_attention(x).data
+    if torch is not None:
+        theirs, _ = torch_mha(*(torch.from_numpy(x),) * 3)
+        checks("matches nn.MultiheadAttention", np.allclose(ours, theirs.detach().numpy(), atol=1e-6))
+    else:
+        print("matches nn.MultiheadAttention: (PyTorch is not installed; skipped)")
+
+    perm = rng.permutation(T)
+    checks("permuting the tokens permutes the outputs", np.allclose(self_attention(x[:, perm]).data, ours[:, perm], atol=1e-6))
+
+    causal = causal_mask(T)
+    x2 = x.copy()
+    x2[:, 3:] = rng.standard_normal((B, T - 3, d))  # change the last two tokens
+    same = np.allclose(self_attention(x, causal).data[:, :3], self_attention(x2, causal).data[:, :3], atol=1e-6)
+    checks("with a causal mask, outputs 0-2 ignore tokens 3-4", same)
+    n = mha.num_parameters()
+    print(f"parameters: {n} = 4 d^2 + 4 d")
+    checks("1,088 = 4 d^2 + 4 d parameters", n == 1088 == 4 * d * d + 4 * d)
+
+    # %% each head's causal attention pattern for the first sequence
+    _, weights = self_attention(x, causal, need_weights=True)  # (B, h, T, T)
+    fig, axes = plt.subplots(1, h, figsize=(13, 3.4))
+    for head, ax in enumerate(axes):
+        image = ax.imshow(weights.data[0, head], cmap="viridis", vmin=0, vmax=1)
+        ax.set(title=f"head {head + 1}", xlabel="key", ylabel="query" if head == 0 else "")
+    fig.colorbar(image, ax=axes, fraction=0.02)
+    fig.suptitle("each head's causal attention weights (one sequence): four different mixing patterns", y=1.02)
+    return result(checks, save(fig, "multihead"))
+
+
+if __name__ == "__main__":
+    main()

@@ -31,10 +31,12 @@ class _Recurrent(Module):
         """x (B, T, input_size) -> outputs (B, T, hidden), final state (1, B, hidden)."""
         B, T, _ = x.shape
         h = mt.zeros(B, self.hidden_size, dtype=x.dtype) if h0 is None else h0.reshape(B, self.hidden_size)
-        input_part = x @ self.weight_ih_l0.T + self.bias_ih_l0  # (B, T, gates*hidden), every step at once
         outputs = []
         for t in range(T):
-            h = self.cell(input_part[:, t], h)
+            # One step's input projection at a time: projecting all T steps at once and slicing
+            # would send a full (B, T, gates*hidden) gradient back through every one of T slices.
+            input_part = x[:, t] @ self.weight_ih_l0.T + self.bias_ih_l0  # (B, gates*hidden)
+            h = self.cell(input_part, h)
             outputs.append(h)
         return mt.stack(outputs, axis=1), h.unsqueeze(0)
 

@@ -80,9 +80,11 @@ class Index(Function):
     """y = x[index]: basic indexing (ints, slices, None, ...) and advanced indexing
     (integer arrays, boolean masks).
 
-    dL/dx = zeros of x's shape with grad added at the indexed positions. We add
-    with np.add.at, not `dx[index] += grad`, because an index that appears
-    twice (x[[0, 0]]) must receive both gradients; `+=` would keep only one.
+    dL/dx = zeros of x's shape with grad added at the indexed positions. For
+    advanced indexing we add with np.add.at, not `dx[index] += grad`, because an
+    index that appears twice (x[[0, 0]]) must receive both gradients; `+=` would
+    keep only one. Basic indexing (ints, slices, None, ...) never selects an
+    element twice, so there a plain assignment is exact, and much faster.
     """
 
     @staticmethod
@@ -97,8 +99,21 @@ class Index(Function):
     @staticmethod
     def backward(ctx, grad):
         grad_x = np.zeros_like(grad, shape=ctx.input_shape)  # (zeros_like: a CuPy grad gives CuPy zeros)
-        np.add.at(grad_x, ctx.index, grad)
+        if _is_basic(ctx.index):
+            grad_x[ctx.index] = grad
+        else:
+            np.add.at(grad_x, ctx.index, grad)
         return grad_x
+
+
+def _is_basic(index):
+    """True for ints, slices, None and Ellipsis (alone or in a tuple): no element can repeat."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return all(
+        part is None or part is Ellipsis or isinstance(part, slice)
+        or (isinstance(part, (int, np.integer)) and not isinstance(part, (bool, np.bool_)))
+        for part in parts
+    )
 
 
 class Cat(Function):

@@ -7,7 +7,7 @@
     x.grad          # array([[2., 4.]], dtype=float32)
 """
 
-from . import nn, optim, testing
+from . import debug, nn, optim, testing, viz
 from .autograd import Function, enable_grad, no_grad
 from .backends import get_backend, set_backend, use_backend
 from .creation import arange, eye, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
@@ -19,6 +19,6 @@ from .tensor import Tensor, cat, get_default_dtype, maximum, set_default_dtype, 
 __all__ = [
     "Tensor", "tensor", "zeros", "ones", "randn", "rand", "arange", "eye", "full", "zeros_like",
     "ones_like", "cat", "stack", "where", "maximum", "no_grad", "enable_grad", "set_default_dtype",
-    "get_default_dtype", "gradcheck", "GradcheckError", "manual_seed", "Function", "nn", "F", "optim", "testing",
+    "get_default_dtype", "gradcheck", "GradcheckError", "manual_seed", "Function", "nn", "F", "optim", "testing", "debug", "viz",
     "set_backend", "get_backend", "use_backend",
 ]

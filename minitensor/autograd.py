@@ -111,19 +111,22 @@ def unbroadcast(grad, shape):
     shape = tuple(shape)
     if grad.shape == shape:
         return grad
-    added = grad.ndim - len(shape)
-    if added < 0 or any(
-        size != 1 and size != grad.shape[added + i] for i, size in enumerate(shape)
-    ):
-        raise ValueError(
-            f"unbroadcast: a gradient of shape {grad.shape} cannot be summed down to "
-            f"shape {shape}: {shape} does not broadcast to {grad.shape}"
-        )
-    summed_axes = tuple(range(added)) + tuple(
-        added + i for i, size in enumerate(shape) if size == 1 and grad.shape[added + i] != 1
-    )
-    reduced = grad.sum(axis=summed_axes, keepdims=True)  # keepdims keeps x's size-1 axes
+    reduced = grad.sum(axis=summed_axes(grad.shape, shape), keepdims=True)  # keepdims keeps x's size-1 axes
     return reduced.reshape(shape)  # and the reshape drops the leading axes broadcasting added
+
+
+def summed_axes(grad_shape, shape):
+    """The axes unbroadcast sums over: those broadcasting added in front, and those where
+    the input had size 1. (8, 16, 64) -> (64,) sums axes (0, 1)."""
+    added = len(grad_shape) - len(shape)
+    if added < 0 or any(size != 1 and size != grad_shape[added + i] for i, size in enumerate(shape)):
+        raise ValueError(
+            f"unbroadcast: a gradient of shape {tuple(grad_shape)} cannot be summed down to "
+            f"shape {tuple(shape)}: {tuple(shape)} does not broadcast to {tuple(grad_shape)}"
+        )
+    return tuple(range(added)) + tuple(
+        added + i for i, size in enumerate(shape) if size == 1 and grad_shape[added + i] != 1
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -148,6 +151,8 @@ class Context:
     _retained = None  # weak reference to a non-leaf tensor that called retain_grad()
     _saved = ()
     _freed = False
+    created_at = None  # "file:line: source" in your code, recorded under mt.debug's tools
+    label = None  # the name you gave the tensor this node made (t.name = "scores")
 
     def __init__(self, function, needs_input_grad):
         self.function = function
@@ -158,7 +163,9 @@ class Context:
         return self.function.__name__
 
     def __repr__(self):
-        return f"<{self.name} node>"
+        where = f" made at {self.created_at}" if self.created_at else ""
+        label = f" {self.label!r}" if self.label else ""
+        return f"<{self.name} node{label}{where}>"
 
     def save_for_backward(self, *arrays):
         """Keep arrays for backward (inputs, the output, or anything forward computed)."""
@@ -209,6 +216,7 @@ class Context:
             versions.append((id(data), counter, counter[0]))
         versions.append((id(output.data), output._version_counter, 0))
         self.edges, self.input_shapes, self.input_dtypes = edges, shapes, dtypes
+        self.output_shape = output.data.shape
         self._versions = versions
 
 
@@ -270,6 +278,8 @@ class Function:
             ) from None
         if type(output) is not np.ndarray and (isinstance(output, np.generic) or not hasattr(output, "ndim")):
             output = np.asarray(output)  # NumPy reductions return scalars; a Tensor holds an array
+        if _observer is not None:
+            _observer.after_forward(cls, ctx, arrays, options, output)
         if not (_grad_enabled and True in needs_input_grad):
             return Tensor._from_op(output, None)
         result = Tensor._from_op(output, ctx)
@@ -321,6 +331,20 @@ def backward(root, grad=None, retain_graph=False):
     This is what `Tensor.backward` calls. `grad` is dL/d(root) and may be
     omitted only for a one-element root (it is then 1).
     """
+    for _ in walk(root, grad, retain_graph):
+        pass
+
+
+# The debugging tools (minitensor/debug.py) set an observer that watches every forward and
+# backward call; on the normal path it is None and costs one comparison per op.
+_observer = None
+
+
+def walk(root, grad=None, retain_graph=False):
+    """The backward pass one node at a time: a generator that runs each node's backward and
+    yields (node, grad_output, grad_inputs), the gradients already summed to the inputs'
+    shapes. Leaves receive their gradients when the generator is exhausted.
+    mt.debug.backward_steps is built on it."""
     from .tensor import Tensor
 
     if not root.requires_grad:
@@ -362,7 +386,10 @@ def backward(root, grad=None, retain_graph=False):
             if tensor is not None:
                 tensor.grad = grad_output.copy() if tensor.grad is None else tensor.grad + grad_output
 
-        grad_inputs = node.function.backward(node, grad_output)
+        if _observer is None:
+            grad_inputs = node.function.backward(node, grad_output)
+        else:
+            grad_inputs = _observer.call_backward(node, grad_output)
         if not isinstance(grad_inputs, tuple):
             grad_inputs = (grad_inputs,)
         if len(grad_inputs) != len(node.edges):
@@ -370,10 +397,12 @@ def backward(root, grad=None, retain_graph=False):
                 f"{node.name}.backward returned {len(grad_inputs)} gradient(s) for "
                 f"{len(node.edges)} input(s); return one per input (None where not needed)"
             )
+        summed = []  # the gradients, summed to the inputs' shapes
         for edge, grad_input, shape, dtype in zip(
             node.edges, grad_inputs, node.input_shapes, node.input_dtypes
         ):
             if edge is None or grad_input is None:
+                summed.append(None)
                 continue
             if grad_input.shape != shape:
                 try:
@@ -382,12 +411,16 @@ def backward(root, grad=None, retain_graph=False):
                     raise RuntimeError(f"{node.name}.backward: {error}") from None
             if grad_input.dtype is not dtype:  # e.g. float32 x * float64 y: x.grad stays float32
                 grad_input = grad_input.astype(dtype, copy=False)
+            summed.append(grad_input)
             if type(edge) is Context:
                 previous = pending.get(edge)
                 pending[edge] = grad_input if previous is None else previous + grad_input
             else:
                 previous = leaf_grads.get(id(edge))
                 leaf_grads[id(edge)] = (edge, grad_input if previous is None else previous[1] + grad_input)
+        if _observer is not None:
+            _observer.after_backward(node, grad_output, grad_inputs, summed)
+        yield node, grad_output, tuple(summed)
         if not retain_graph:
             node.free()
 

@@ -158,5 +158,7 @@ def _report(fn, position, x, where, analytic, numeric, atol, rtol, bad_count, to
         f"{abs(analytic - numeric) / abs(numeric) if numeric else float('inf'):.3g} "
         f"(allowed: atol={atol:g} + rtol={rtol:g} * |numeric|)\n"
         f"  {bad_count} of {total} checked derivatives are off.\n"
-        f"  ops in the graph, output first: {', '.join(ops)}"
+        f"  ops in the graph, output first: {', '.join(ops)}\n"
+        f"  to find the op whose backward is wrong: mt.debug.find_wrong_op({name}, *inputs) "
+        f"re-checks each op alone"
     )

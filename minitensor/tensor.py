@@ -71,7 +71,7 @@ class Tensor:
     name           an optional label of yours, shown in repr and in the debugging tools
     """
 
-    __slots__ = ("data", "grad", "requires_grad", "grad_fn", "name", "_hooks", "_version_counter", "__weakref__")
+    __slots__ = ("data", "grad", "requires_grad", "grad_fn", "_name", "_hooks", "_version_counter", "__weakref__")
     __array_ufunc__ = None  # numpy_array + tensor calls Tensor.__radd__ instead of looping in NumPy
 
     def __init__(self, data, requires_grad=False, dtype=None, name=None):
@@ -81,7 +81,7 @@ class Tensor:
         self.grad = None
         self.requires_grad = bool(requires_grad)
         self.grad_fn = None
-        self.name = name
+        self._name = name
         self._hooks = ()
         self._version_counter = [0]  # bumped by every in-place change; see Context.saved_tensors
 
@@ -93,12 +93,23 @@ class Tensor:
         tensor.grad = None
         tensor.requires_grad = grad_fn is not None
         tensor.grad_fn = grad_fn
-        tensor.name = None
+        tensor._name = None
         tensor._hooks = ()
         tensor._version_counter = [0]
         return tensor
 
     # -- what it is -----------------------------------------------------------
+
+    @property
+    def name(self):
+        """A label of yours ("scores"); the debugging tools show it beside the op that made the tensor."""
+        return self._name
+
+    @name.setter
+    def name(self, value):
+        self._name = value
+        if self.grad_fn is not None:
+            self.grad_fn.label = value
 
     @property
     def shape(self):

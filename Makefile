@@ -18,7 +18,7 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 demo: $(STAMP)
-	$(PY) examples/two_layer.py
+	$(PY) -m demos
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

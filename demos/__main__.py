@@ -1,6 +1,7 @@
 """python -m demos [--quick] [NAME ...]: run the demos, then print a summary table."""
 
 import argparse
+import os
 import contextlib
 import importlib
 import io
@@ -36,7 +37,7 @@ def main(argv=None):
         rows.append((name, sum(checks.values()), len(checks), seconds, outcome["figure"]))
     print("\n" + f"{'demo':24}{'checks':>10}{'seconds':>10}  figure")
     for name, passed, total, seconds, figure in rows:
-        print(f"{name:24}{passed:>6}/{total:<3}{seconds:>10.1f}  {figure}")
+        print(f"{name:24}{passed:>6}/{total:<3}{seconds:>10.1f}  {os.path.relpath(figure)}")
     failed = [row[0] for row in rows if row[1] != row[2]]
     if failed:
         print(f"\nchecks failed in: {', '.join(failed)}")

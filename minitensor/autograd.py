@@ -151,8 +151,22 @@ class Context:
     _retained = None  # weak reference to a non-leaf tensor that called retain_grad()
     _saved = ()
     _freed = False
-    created_at = None  # "file:line: source" in your code, recorded under mt.debug's tools
+    _site = None  # (file, line) in your code, recorded while mt.debug's tools are active
     label = None  # the name you gave the tensor this node made (t.name = "scores")
+
+    @property
+    def created_at(self):
+        """Where your code made this node, "file:line: source" (None unless recorded)."""
+        if self._site is None:
+            return None
+        import linecache
+        import os
+
+        filename, line = self._site
+        source = linecache.getline(filename, line).strip()
+        short = os.path.relpath(filename)
+        short = filename if short.startswith("..") else short
+        return f"{short}:{line}: {source}" if source else f"{short}:{line}"
 
     def __init__(self, function, needs_input_grad):
         self.function = function

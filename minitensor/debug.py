@@ -14,9 +14,7 @@ active (around the forward pass too), or inside `with mt.debug.record_sites():`.
 recorded otherwise: looking up the caller's frame costs about as much as a small op.
 """
 
-import contextlib
 import dataclasses
-import linecache
 import os
 import sys
 
@@ -30,16 +28,12 @@ _tools = []  # the active tools, innermost last
 
 
 def creation_site():
-    """'file:line: source' of the first frame outside minitensor (where your code made the op)."""
+    """(file, line) of the first frame outside minitensor: where your code made the op.
+    Formatted as "file:line: source" only when asked for (Context.created_at)."""
     frame = sys._getframe(1)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         frame = frame.f_back
-    if frame is None:
-        return None
-    filename, line = frame.f_code.co_filename, frame.f_lineno
-    source = linecache.getline(filename, line).strip()
-    short = os.path.relpath(filename) if not os.path.relpath(filename).startswith("..") else filename
-    return f"{short}:{line}: {source}" if source else f"{short}:{line}"
+    return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)
 
 
 class _Dispatcher:
@@ -47,8 +41,8 @@ class _Dispatcher:
 
     @staticmethod
     def after_forward(function, ctx, arrays, options, output):
-        if ctx.created_at is None:
-            ctx.created_at = creation_site()
+        if ctx._site is None:
+            ctx._site = creation_site()
         for tool in list(_tools):
             tool.after_forward(function, ctx, arrays, options, output)
 

@@ -118,6 +118,7 @@ def unbroadcast(grad, shape):
 def summed_axes(grad_shape, shape):
     """The axes unbroadcast sums over: those broadcasting added in front, and those where
     the input had size 1. (8, 16, 64) -> (64,) sums axes (0, 1)."""
+    # BEGIN SOLUTION unbroadcast
     added = len(grad_shape) - len(shape)
     if added < 0 or any(size != 1 and size != grad_shape[added + i] for i, size in enumerate(shape)):
         raise ValueError(
@@ -127,6 +128,7 @@ def summed_axes(grad_shape, shape):
     return tuple(range(added)) + tuple(
         added + i for i, size in enumerate(shape) if size == 1 and grad_shape[added + i] != 1
     )
+    # END SOLUTION
 
 
 # ----------------------------------------------------------------------------
@@ -313,6 +315,7 @@ def topological_order(root):
     fine): a node is finished once all its inputs are; reversing the finish
     order puts every consumer before its producers.
     """
+    # BEGIN SOLUTION topological_order
     finished, visited = [], set()
     stack = [(root, False)]
     while stack:
@@ -329,6 +332,7 @@ def topological_order(root):
                 stack.append((edge, False))
     finished.reverse()
     return finished
+    # END SOLUTION
 
 
 def _run_hooks(hooks, grad):

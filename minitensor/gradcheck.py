@@ -133,6 +133,7 @@ def _format_index(index):
 
 def _central_difference(x, flat_index, evaluate, eps):
     """(f(x + eps e_j) - f(x - eps e_j)) / (2 eps), restoring x afterwards."""
+    # BEGIN SOLUTION gradcheck_central_difference
     values = x.data.reshape(-1)  # a view: x.data is a float64 copy we own
     original = values[flat_index]
     values[flat_index] = original + eps
@@ -141,6 +142,7 @@ def _central_difference(x, flat_index, evaluate, eps):
     minus = evaluate()
     values[flat_index] = original
     return (plus - minus) / (2 * eps)
+    # END SOLUTION
 
 
 def _report(fn, position, x, where, analytic, numeric, atol, rtol, bad_count, total, output):

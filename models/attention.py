@@ -17,8 +17,10 @@ from minitensor.nn import Linear, Module, init
 
 def causal_mask(T, S=None):
     """(T, S) boolean, True above the diagonal: query i may not see key j > i (+ S - T)."""
+    # BEGIN SOLUTION attention_masks
     S = T if S is None else S
     return np.triu(np.ones((T, S), dtype=bool), k=S - T + 1)
+    # END SOLUTION
 
 
 def padding_mask(lengths, T):
@@ -54,6 +56,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, return_wei
     mask = _as_array(mask)
     if not return_weights:
         return F.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal)
+    # BEGIN SOLUTION attention_masks
     scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
     hidden = np.zeros((q.shape[-2], k.shape[-2]), dtype=bool)
     if is_causal:
@@ -67,6 +70,24 @@ def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, return_wei
             scores = scores + mt.tensor(mask.astype(scores.dtype))
     weights = scores.softmax(axis=-1, mask=np.broadcast_to(hidden, scores.shape))  # hidden -> 0
     return weights @ v, weights
+    # END SOLUTION
+
+
+def split_heads(x, heads):
+    """(B, T, heads * d_head) -> (B, heads, T, d_head): each head's slice of every token,
+    as a sequence of its own (the heads become a batch axis)."""
+    # BEGIN SOLUTION multihead_split_merge
+    B, T, width = x.shape
+    return x.reshape(B, T, heads, width // heads).transpose(1, 2)  # (B, heads, T, d_head)
+    # END SOLUTION
+
+
+def merge_heads(x):
+    """(B, heads, T, d_head) -> (B, T, heads * d_head): concatenate the heads' outputs per token."""
+    # BEGIN SOLUTION multihead_split_merge
+    B, heads, T, d_head = x.shape
+    return x.transpose(1, 2).reshape(B, T, heads * d_head)
+    # END SOLUTION
 
 
 class KVCache:
@@ -81,12 +102,14 @@ class KVCache:
 
     def update(self, k, v):
         """Append (B, H_kv, t, d_head) keys and values; return everything cached so far."""
+        # BEGIN SOLUTION kv_cache
         if self.k is None:
             self.k, self.v = k.detach(), v.detach()
         else:
             self.k = mt.cat([self.k, k.detach()], axis=-2)
             self.v = mt.cat([self.v, v.detach()], axis=-2)
         return self.k, self.v
+        # END SOLUTION
 
     def __len__(self):
         return 0 if self.k is None else self.k.shape[-2]
@@ -149,9 +172,9 @@ class MultiHeadAttention(Module):
         S = source.shape[1]
         H, G, dh = self.heads, self.heads // self.kv_heads, self.d_head
 
-        q = self.w_q(x).reshape(B, T, H, dh).transpose(1, 2)  # (B, H, T, dh)
-        k = self.w_k(source).reshape(B, S, self.kv_heads, dh).transpose(1, 2)  # (B, Hkv, S, dh)
-        v = self.w_v(source).reshape(B, S, self.kv_heads, dh).transpose(1, 2)  # (B, Hkv, S, dh)
+        q = split_heads(self.w_q(x), H)  # (B, H, T, dh)
+        k = split_heads(self.w_k(source), self.kv_heads)  # (B, Hkv, S, dh)
+        v = split_heads(self.w_v(source), self.kv_heads)  # (B, Hkv, S, dh)
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         if cache is not None:
@@ -169,7 +192,7 @@ class MultiHeadAttention(Module):
             mask = np.broadcast_to(mask, (B, H, T, S)).reshape(B, self.kv_heads, G, T, S)
         result = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal, return_weights=need_weights)
         out, weights = result if need_weights else (result, None)
-        out = out.reshape(B, H, T, dh).transpose(1, 2).reshape(B, T, self.d)  # concatenate the heads
+        out = merge_heads(out.reshape(B, H, T, dh))  # (B, T, d): concatenate the heads
         out = self.w_o(out)
         if need_weights:
             return out, weights.reshape(B, H, T, S)
@@ -211,17 +234,16 @@ class MultiHeadLatentAttention(Module):
         self.w_o = Linear(d, d, bias=bias)
 
     def forward(self, x, mask=None, cache=None, is_causal=False):
-        B, T, _ = x.shape
-        H, dh = self.heads, self.d_head
+        H = self.heads
         c = self.w_dkv(x)  # (B, T, d_latent): all that is cached
         if cache is not None:
             c = cache.update(c)
         S = c.shape[1]
-        q = self.w_q(x).reshape(B, T, H, dh).transpose(1, 2)  # (B, H, T, dh)
-        k = self.w_uk(c).reshape(B, S, H, dh).transpose(1, 2)  # (B, H, S, dh)
-        v = self.w_uv(c).reshape(B, S, H, dh).transpose(1, 2)
+        q = split_heads(self.w_q(x), H)  # (B, H, T, dh)
+        k = split_heads(self.w_uk(c), H)  # (B, H, S, dh): keys expanded from the latents
+        v = split_heads(self.w_uv(c), H)
         out = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal)
-        return self.w_o(out.transpose(1, 2).reshape(B, T, self.d))
+        return self.w_o(merge_heads(out))
 
 
 class LatentCache:

@@ -60,8 +60,10 @@ class Block(Module):
 
     def forward(self, x, mask=None, is_causal=False, cache=None, context=None):
         if self.pre_norm:
+            # BEGIN SOLUTION pre_norm_block
             x = x + self.drop(self.attn(self.ln1(x), mask=mask, is_causal=is_causal, cache=cache))  # H = X + MHA(LN(X))
             return x + self.drop(self.mlp(self.ln2(x)))  # X' = H + MLP(LN(H))
+            # END SOLUTION
         x = self.ln1(x + self.drop(self.attn(x, mask=mask, is_causal=is_causal, cache=cache)))
         return self.ln2(x + self.drop(self.mlp(x)))
 

@@ -32,10 +32,25 @@ def load(name):
     return _loaded[name]
 
 
+INTERFACE = (
+    "xp", "name", "matmul", "softmax", "softmax_backward", "log_softmax", "log_softmax_backward",
+    "layer_norm", "layer_norm_backward", "gelu", "gelu_backward", "attention", "attention_backward",
+)
+
+
 def set_backend(name):
-    """Make `name` ("numpy", "numba" or "cupy") the backend the ops use from now on."""
+    """Make `name` ("numpy", "numba" or "cupy") the backend the ops use from now on.
+
+    A module (or any object) with every function of the interface is accepted too: your own
+    backend, e.g. the reference with one kernel swapped for a version you are testing."""
     global _active
-    _active = load(name)
+    if isinstance(name, str):
+        _active = load(name)
+        return
+    missing = [f for f in INTERFACE if not hasattr(name, f)]
+    if missing:
+        raise ValueError(f"set_backend: {name!r} is not a backend; it lacks {', '.join(missing)}")
+    _active = name
 
 
 def get_backend():

@@ -61,7 +61,9 @@ def softmax(x, axis=-1, mask=None):
 
 def softmax_backward(y, dy, axis=-1):
     """dx_i = y_i (dy_i - sum_j dy_j y_j)."""
+    # BEGIN SOLUTION softmax_backward
     return y * (dy - (dy * y).sum(axis=axis, keepdims=True))
+    # END SOLUTION
 
 
 def log_softmax(x, axis=-1):
@@ -109,6 +111,7 @@ def layer_norm_backward(dy, x, weight, mean, rstd):
 
     Returns (dx, dweight, dbias); dweight and dbias are None without weight.
     """
+    # BEGIN SOLUTION layer_norm_backward
     x_hat = (x - mean) * rstd
     g = dy if weight is None else dy * weight
     dx = rstd * (g - g.mean(axis=-1, keepdims=True) - x_hat * (g * x_hat).mean(axis=-1, keepdims=True))
@@ -116,6 +119,7 @@ def layer_norm_backward(dy, x, weight, mean, rstd):
     dweight = None if weight is None else (dy * x_hat).sum(axis=batch_axes)
     dbias = None if weight is None else dy.sum(axis=batch_axes)
     return dx, dweight, dbias
+    # END SOLUTION
 
 
 # ----------------------------------------------------------------------------
@@ -191,6 +195,7 @@ def attention(q, k, v, mask=None, scale=None, is_causal=False):
     Returns (out, lse) with lse = m + log l, the log-sum-exp of each query's
     scores (-inf for a fully masked row), which is all backward needs.
     """
+    # BEGIN SOLUTION tiled_attention
     xp = _xp(q)
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
@@ -211,6 +216,7 @@ def attention(q, k, v, mask=None, scale=None, is_causal=False):
     out = acc / xp.where(visible, normaliser, 1)  # a fully masked row: acc = 0, so out = 0
     lse = xp.where(visible, running_max + xp.log(xp.where(visible, normaliser, 1)), -xp.inf)
     return out, lse[..., 0]
+    # END SOLUTION
 
 
 def attention_backward(q, k, v, out, lse, dout, mask=None, scale=None, is_causal=False):

@@ -46,10 +46,12 @@ class Mul(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        # BEGIN SOLUTION elementwise_backward
         a, b = ctx.saved_tensors
         grad_a = grad * b if ctx.needs_input_grad[0] else None
         grad_b = grad * a if ctx.needs_input_grad[1] else None
         return grad_a, grad_b
+        # END SOLUTION
 
 
 class Div(Function):
@@ -62,10 +64,12 @@ class Div(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        # BEGIN SOLUTION elementwise_backward
         a, b = ctx.saved_tensors
         grad_a = grad / b if ctx.needs_input_grad[0] else None
         grad_b = -grad * a / (b * b) if ctx.needs_input_grad[1] else None
         return grad_a, grad_b
+        # END SOLUTION
 
 
 class Neg(Function):
@@ -117,8 +121,10 @@ class Exp(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        # BEGIN SOLUTION elementwise_backward
         (y,) = ctx.saved_tensors
         return grad * y
+        # END SOLUTION
 
 
 class Log(Function):
@@ -161,8 +167,10 @@ class Tanh(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        # BEGIN SOLUTION elementwise_backward
         (y,) = ctx.saved_tensors
         return grad * (1 - y * y)
+        # END SOLUTION
 
 
 class Sigmoid(Function):

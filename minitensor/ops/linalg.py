@@ -49,6 +49,7 @@ class MatMul(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        # BEGIN SOLUTION matmul_backward
         a, b = ctx.saved_tensors
         a_is_vector, b_is_vector = a.ndim == 1, b.ndim == 1
         a2 = a[None, :] if a_is_vector else a  # (1, k) row
@@ -74,3 +75,4 @@ class MatMul(Function):
             if b_is_vector:
                 grad_b = grad_b[..., 0]  # (..., k)
         return grad_a, grad_b
+        # END SOLUTION

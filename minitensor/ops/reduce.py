@@ -26,8 +26,10 @@ class Sum(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        # BEGIN SOLUTION reductions
         grad = _restore_axes(grad, ctx.axes, ctx.keepdims)
         return np.broadcast_to(grad, ctx.input_shape)
+        # END SOLUTION
 
 
 class Mean(Function):
@@ -42,8 +44,10 @@ class Mean(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        # BEGIN SOLUTION reductions
         grad = _restore_axes(grad, ctx.axes, ctx.keepdims)
         return np.broadcast_to(grad / ctx.count, ctx.input_shape)
+        # END SOLUTION
 
 
 class Var(Function):
@@ -65,9 +69,11 @@ class Var(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        # BEGIN SOLUTION reductions
         (centered,) = ctx.saved_tensors
         grad = _restore_axes(grad, ctx.axes, ctx.keepdims)
         return grad * 2 * centered / ctx.divisor
+        # END SOLUTION
 
 
 def _extreme_forward(ctx, x, axis, keepdims, op):
@@ -84,10 +90,12 @@ def _extreme_forward(ctx, x, axis, keepdims, op):
 
 def _share_among_ties(ctx, grad):
     """Shared by Max and Min: grad goes to the extreme positions, split equally on a tie."""
+    # BEGIN SOLUTION reductions
     (is_extreme,) = ctx.saved_tensors
     grad = _restore_axes(grad, ctx.axes, ctx.keepdims)
     ties = is_extreme.sum(axis=ctx.axes, keepdims=True)
     return grad * is_extreme / ties
+    # END SOLUTION
 
 
 class Max(Function):

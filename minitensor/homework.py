@@ -203,6 +203,9 @@ def grade(path=".", task=None, extra=None, stream=None):
     earned = sum(r[3] for r in rows)
     print(f"{'':>3}  {'total':32}{'':>9}{earned:>9.1f} / {10 * len(rows)}", file=stream)
     ok = all(total and passed == total for _, passed, total, _ in rows)
+    if not ok:
+        failing = next(name for name, passed, total, _ in rows if not total or passed != total)
+        print(f"to see why, in {path}: python -m pytest tests/test_homework_tasks.py -k {failing}", file=stream)
     return ok, rows
 
 

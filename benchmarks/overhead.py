@@ -7,11 +7,11 @@ mixed chain, then one chain per op. We report the best of several repeats,
 per op, and the ratio minitensor / PyTorch (below 1 means minitensor is faster).
 """
 
-import time
-
 import numpy as np
 
 import minitensor as mt
+
+from .common import best_seconds
 
 CHAIN = 1000  # ops per graph
 REPEATS = 7
@@ -41,15 +41,6 @@ def _ops_in(names):
     return CHAIN * (2 if names == ["exp"] else 1) + 1
 
 
-def _best_seconds(run):
-    best = float("inf")
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def measure_minitensor(names):
     x = mt.tensor(np.array([0.5]), requires_grad=True)
     c = mt.tensor(np.array([1.1]))
@@ -58,7 +49,7 @@ def measure_minitensor(names):
         x.grad = None
         _chain(x, c, names).backward()
 
-    return _best_seconds(forward_backward) / _ops_in(names)
+    return best_seconds(forward_backward, repeats=REPEATS, warmup=0) / _ops_in(names)
 
 
 def measure_torch(names):
@@ -72,7 +63,7 @@ def measure_torch(names):
         x.grad = None
         _chain(x, c, names).backward()
 
-    return _best_seconds(forward_backward) / _ops_in(names)
+    return best_seconds(forward_backward, repeats=REPEATS, warmup=0) / _ops_in(names)
 
 
 def main():

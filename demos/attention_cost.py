@@ -9,25 +9,14 @@ and compare with the formula.
 """
 
 # %%
-import time
-
 import numpy as np
 
 import minitensor as mt
+from benchmarks.common import best_seconds
 
 from ._common import Checks, plt, result, save
 
 D = 64
-
-
-def best_time(run, repeats=5):
-    run()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def main(quick=False):
@@ -50,8 +39,8 @@ def main(quick=False):
             def scores_and_sum():  # 4 T^2 d (the softmax between them is not counted)
                 (q @ k.T) @ v
 
-            weight_ms.append(best_time(projections_and_mlp) * 1e3)
-            attention_ms.append(best_time(scores_and_sum) * 1e3)
+            weight_ms.append(best_seconds(projections_and_mlp) * 1e3)
+            attention_ms.append(best_seconds(scores_and_sum) * 1e3)
     print(f"{'T':>6}{'24Td^2 part':>14}{'4T^2d part':>14}{'measured ratio':>16}{'formula ratio T/6d':>20}")
     for T, a, b in zip(lengths, weight_ms, attention_ms):
         print(f"{T:>6}{a:>12.3f}ms{b:>12.3f}ms{b / a:>16.2f}{T / (6 * D):>20.2f}")

@@ -63,13 +63,8 @@ class Dropout(Module):
         return f"p={self.p}"
 
 
-class Sequential(Module):
-    """Modules applied in order; indexable like a list."""
-
-    def __init__(self, *modules):
-        super().__init__()
-        for index, module in enumerate(modules):
-            setattr(self, str(index), module)
+class _Container(Module):
+    """Indexing, len() and iteration over the registered submodules, in order."""
 
     def __getitem__(self, index):
         return list(self._modules.values())[index]
@@ -80,13 +75,22 @@ class Sequential(Module):
     def __iter__(self):
         return iter(self._modules.values())
 
+
+class Sequential(_Container):
+    """Modules applied in order; indexable like a list."""
+
+    def __init__(self, *modules):
+        super().__init__()
+        for index, module in enumerate(modules):
+            setattr(self, str(index), module)
+
     def forward(self, x):
         for module in self._modules.values():
             x = module(x)
         return x
 
 
-class ModuleList(Module):
+class ModuleList(_Container):
     """A list of modules whose parameters the parent sees (a plain list would hide them)."""
 
     def __init__(self, modules=()):
@@ -97,15 +101,6 @@ class ModuleList(Module):
     def append(self, module):
         setattr(self, str(len(self._modules)), module)
         return self
-
-    def __getitem__(self, index):
-        return list(self._modules.values())[index]
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
 
 
 class GELU(Module):

@@ -393,3 +393,16 @@ def test_numba_kernels_run_as_plain_python_with_jit_disabled():
         [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "NUMBA_DISABLE_JIT": "1"}
     )
     assert result.stdout.strip() == "ok", result.stderr
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_kernels_stay_finite_and_accurate_far_out(backend, approximate):
+    """Large |x|: 1 + tanh(u) cancels, exp(-2u) overflows; the kernels must avoid both."""
+    x = np.linspace(-60, 60, 2001).astype(np.float32)
+    dy = np.ones_like(x)
+    y = to_numpy(backend.gelu(to_backend(backend, x), approximate))
+    dx = to_numpy(backend.gelu_backward(to_backend(backend, x), to_backend(backend, dy), approximate))
+    assert np.isfinite(y).all() and np.isfinite(dx).all()
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(y, reference.gelu(x64, approximate), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(dx, reference.gelu_backward(x64, np.ones_like(x64), approximate), rtol=1e-4, atol=1e-6)

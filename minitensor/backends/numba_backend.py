@@ -129,6 +129,12 @@ def exp(x):
     return out.reshape(np.shape(x))
 
 
+# The row kernels may reorder their sums ("reassoc"), which is what lets the compiler
+# vectorise a reduction; they keep IEEE infinities and NaNs (no "ninf"/"nnan"), because a
+# fully masked row is recognised by its maximum being -inf.
+_ROW_FLAGS = {"nsz", "arcp", "contract", "afn", "reassoc"}
+
+
 # ----------------------------------------------------------------------------
 # matmul
 # ----------------------------------------------------------------------------
@@ -153,7 +159,7 @@ def matmul(a, b):
 # ----------------------------------------------------------------------------
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)
 def _softmax_rows(x, hidden, y):
     """y[r] = softmax(x[r]) over the entries not hidden; a fully hidden row is all zeros."""
     use_mask = hidden.shape[0] > 0
@@ -176,7 +182,7 @@ def _softmax_rows(x, hidden, y):
             y[r, c] *= inverse
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)
 def _softmax_backward_rows(y, dy, dx):
     """dx[r] = y[r] * (dy[r] - sum(dy[r] * y[r]))."""
     for r in prange(y.shape[0]):
@@ -187,7 +193,7 @@ def _softmax_backward_rows(y, dy, dx):
             dx[r, c] = y[r, c] * (dy[r, c] - dot)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)
 def _log_softmax_rows(x, y):
     """y[r] = x[r] - max - log sum exp(x[r] - max)."""
     for r in prange(x.shape[0]):
@@ -203,7 +209,7 @@ def _log_softmax_rows(x, y):
             y[r, c] = x[r, c] - log_total
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)
 def _log_softmax_backward_rows(y, dy, dx):
     """dx[r] = dy[r] - exp(y[r]) * sum(dy[r])."""
     for r in prange(y.shape[0]):
@@ -257,7 +263,7 @@ def log_softmax_backward(y, dy, axis=-1):
 # ----------------------------------------------------------------------------
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)
 def _layer_norm_rows(x, weight, bias, eps, y, mean, rstd):
     """One row at a time: mean, biased variance (two passes, for accuracy), normalise, affine."""
     n = x.shape[1]
@@ -279,7 +285,7 @@ def _layer_norm_rows(x, weight, bias, eps, y, mean, rstd):
         rstd[r] = row_rstd
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)
 def _layer_norm_backward_rows(dy, x, weight, mean, rstd, dx, dweight_parts, dbias_parts):
     """dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)), g = dy * weight, in one pass per row.
 
@@ -347,27 +353,18 @@ def layer_norm_backward(dy, x, weight, mean, rstd):
 
 GELU_CHUNK = 4096  # elements per parallel job (and per scratch buffer)
 
+# The GELU kernels run without reassociation: it regrouped x * du * s * (1 - s) so that a
+# product of two huge factors overflowed to inf before the tiny ones could cancel it.
 # Constants are passed in as an array of x's dtype (a float64 literal would turn
 # every float32 operation into a float64 one and halve the vector width), and read
 # into locals first (a load inside a loop could alias the output and stop vectorising).
-#   0: sqrt(2/pi)  1: 0.044715  2: 1/sqrt(2)  3: 1/sqrt(2 pi)  4: 0.5  5: 1  6: 2  7: 3
-_GELU_CONSTANTS = (math.sqrt(2 / math.pi), 0.044715, 1 / math.sqrt(2), 1 / math.sqrt(2 * math.pi), 0.5, 1.0, 2.0, 3.0)
+#   0: sqrt(2/pi)  1: 0.044715  2: 1/sqrt(2)  3: 1/sqrt(2 pi)  4: 0.5  5: 1  6: 2  7: 3  8: 80
+_GELU_CONSTANTS = (math.sqrt(2 / math.pi), 0.044715, 1 / math.sqrt(2), 1 / math.sqrt(2 * math.pi), 0.5, 1.0, 2.0, 3.0, 80.0)
 # Abramowitz & Stegun 7.1.26: p, a1..a5
 _ERF_CONSTANTS = (0.3275911, 0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 
 
-@njit(fastmath=True, cache=True)
-def _tanh_into(u, c, scratch, out):
-    """out = tanh(u) = 1 - 2 / (exp(2u) + 1), with the vectorised exp."""
-    c5, c6 = c[5], c[6]
-    for i in range(u.shape[0]):
-        scratch[i] = c6 * u[i]
-    _exp_into(scratch, 0.0, out)
-    for i in range(u.shape[0]):
-        out[i] = c5 - c6 / (out[i] + c5)
-
-
-@njit(fastmath=True, cache=True)
+@njit(fastmath=_EXP_FLAGS, cache=True)
 def _erf_into(x, e, c, scratch, out):
     """out = erf(x): Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7) with the vectorised
     exp for float32; math.erf for float64."""
@@ -386,42 +383,50 @@ def _erf_into(x, e, c, scratch, out):
         out[i] = math.copysign(c5 - poly * out[i], x[i])  # erf is odd
 
 
-@njit(parallel=True, cache=True, fastmath=True)
+@njit(parallel=True, cache=True, fastmath=_EXP_FLAGS)  # no reassociation: see below
 def _gelu_flat(x, tanh_form, c, e, y):
-    c0, c1, c2, c4, c5 = c[0], c[1], c[2], c[4], c[5]
+    c0, c1, c2, c4, c5, c6 = c[0], c[1], c[2], c[4], c[5], c[6]
     n = x.shape[0]
     for chunk in prange((n + GELU_CHUNK - 1) // GELU_CHUNK):
         start, stop = chunk * GELU_CHUNK, min((chunk + 1) * GELU_CHUNK, n)
         v = x[start:stop]
         inner, scratch, phi = np.empty_like(v), np.empty_like(v), np.empty_like(v)
         if tanh_form:
+            # 0.5 x (1 + tanh u) = x / (1 + exp(-2u)): no cancellation in 1 + tanh u when u << 0
             for i in range(v.shape[0]):
-                inner[i] = c0 * (v[i] + c1 * v[i] * v[i] * v[i])
-            _tanh_into(inner, c, scratch, phi)
+                inner[i] = -c6 * c0 * (v[i] + c1 * v[i] * v[i] * v[i])  # -2u
+            _exp_into(inner, 0.0, scratch)
+            for i in range(v.shape[0]):
+                y[start + i] = v[i] / (c5 + scratch[i])
         else:
             for i in range(v.shape[0]):
                 inner[i] = v[i] * c2
             _erf_into(inner, e, c, scratch, phi)
-        for i in range(v.shape[0]):
-            y[start + i] = c4 * v[i] * (c5 + phi[i])
+            for i in range(v.shape[0]):
+                y[start + i] = c4 * v[i] * (c5 + phi[i])
 
 
-@njit(parallel=True, cache=True, fastmath=True)
+@njit(parallel=True, cache=True, fastmath=_EXP_FLAGS)  # no reassociation: see below
 def _gelu_backward_flat(x, dy, tanh_form, c, e, dx):
-    c0, c1, c2, c3, c4, c5, c7 = c[0], c[1], c[2], c[3], c[4], c[5], c[7]
+    c0, c1, c2, c3, c4, c5, c6, c7, c8 = c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]
     n = x.shape[0]
     for chunk in prange((n + GELU_CHUNK - 1) // GELU_CHUNK):
         start, stop = chunk * GELU_CHUNK, min((chunk + 1) * GELU_CHUNK, n)
         v = x[start:stop]
         inner, scratch, phi = np.empty_like(v), np.empty_like(v), np.empty_like(v)
         if tanh_form:
+            # with s = sigmoid(2u) = 1 / (1 + exp(-2u)): d/dx [x s] = s + 2 x s (1 - s) du/dx,
+            # and 1 - s = exp(-2u) / (1 + exp(-2u)), again without cancellation
             for i in range(v.shape[0]):
-                inner[i] = c0 * (v[i] + c1 * v[i] * v[i] * v[i])
-            _tanh_into(inner, c, scratch, phi)
+                # -2u, capped at 80: beyond it sigmoid(2u) < 2e-35 is 0 to float32 anyway, and
+                # exp(80) keeps 1 + exp(-2u) and the products below far from overflow
+                inner[i] = min(-c6 * c0 * (v[i] + c1 * v[i] * v[i] * v[i]), c8)
+            _exp_into(inner, 0.0, phi)
             for i in range(v.shape[0]):
-                t = phi[i]
+                sig = c5 / (c5 + phi[i])
+                one_minus_sig = phi[i] / (c5 + phi[i])  # (no product with phi: it may be ~1e38)
                 du = c0 * (c5 + c7 * c1 * v[i] * v[i])
-                dx[start + i] = dy[start + i] * (c4 * (c5 + t) + c4 * v[i] * (c5 - t * t) * du)
+                dx[start + i] = dy[start + i] * (sig + c6 * v[i] * sig * one_minus_sig * du)
         else:
             for i in range(v.shape[0]):
                 inner[i] = v[i] * c2

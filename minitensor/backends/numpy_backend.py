@@ -17,7 +17,7 @@ produce NaN (softmax over an all -inf row would be 0 / 0).
 import math
 
 import numpy as np
-from scipy.special import erf
+from scipy.special import erf, expit
 
 xp = np
 name = "numpy"
@@ -130,22 +130,34 @@ SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 
 
 def gelu(x, approximate="none"):
-    """x * Phi(x): exact with erf, or GPT-2's tanh approximation."""
+    """x * Phi(x): exact with erf, or GPT-2's tanh approximation.
+
+    The tanh form 0.5 x (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3), is computed as
+    x * sigmoid(2u): the same function, without the cancellation in 1 + tanh u for u << 0
+    (where float32 loses every digit)."""
     if approximate == "tanh":
-        return 0.5 * x * (1 + _xp(x).tanh(SQRT_2_OVER_PI * (x + 0.044715 * x**3)))
+        return x * _expit(2 * SQRT_2_OVER_PI * (x + 0.044715 * x**3))
     return 0.5 * x * (1 + _erf(x / math.sqrt(2)))
 
 
 def gelu_backward(x, dy, approximate="none"):
     """dy * d/dx gelu(x): Phi(x) + x phi(x), or the tanh form's derivative."""
     xp = _xp(x)
-    if approximate == "tanh":
-        tanh_u = xp.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x**3))
+    if approximate == "tanh":  # d/dx [x s(2u)] = s + 2 x s (1 - s) du/dx, s = sigmoid
+        s = _expit(2 * SQRT_2_OVER_PI * (x + 0.044715 * x**3))
         du_dx = SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
-        return dy * (0.5 * (1 + tanh_u) + 0.5 * x * (1 - tanh_u * tanh_u) * du_dx)
+        return dy * (s + 2 * x * s * (1 - s) * du_dx)
     cdf = 0.5 * (1 + _erf(x / math.sqrt(2)))
     pdf = xp.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
     return dy * (cdf + x * pdf)
+
+
+def _expit(x):
+    if _xp(x) is np:
+        return expit(x)
+    import cupyx.scipy.special
+
+    return cupyx.scipy.special.expit(x)
 
 
 def _erf(x):

@@ -29,6 +29,10 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown demo(s) {', '.join(unknown)}; known: {', '.join(DEMOS)}")
     names = args.names or DEMOS
+    if args.quick:  # quick figures go beside the committed full-run ones, not over them
+        from . import _common
+
+        _common.FIGURES = _common.FIGURES / "quick"
     rows = []
     for name in tqdm(names, desc="demos", unit="demo", file=sys.stderr):
         print(f"\n=== {name} ===", flush=True)

@@ -16,6 +16,7 @@ import numpy as np
 from tqdm import tqdm
 
 import minitensor as mt
+from models.attention import split_heads
 from models.transformer import GPT
 
 from ._common import Checks, plt, result, save
@@ -40,9 +41,7 @@ def largest_attention_logit(model, idx):
         for block in model.blocks:
             attn = block.attn
             a = block.ln1(h)
-            B, T, _ = a.shape
-            q = attn.w_q(a).reshape(B, T, attn.heads, attn.d_head).transpose(1, 2)
-            k = attn.w_k(a).reshape(B, T, attn.kv_heads, attn.d_head).transpose(1, 2)
+            q, k = split_heads(attn.w_q(a), attn.heads), split_heads(attn.w_k(a), attn.kv_heads)
             if attn.qk_norm:
                 q, k = attn.q_norm(q), attn.k_norm(k)
             logits = (q @ k.swapaxes(-1, -2)).data / np.sqrt(attn.d_head)

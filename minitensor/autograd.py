@@ -38,6 +38,9 @@ there are several), or None for an input that needs none; the gradient may
 have the broadcast shape of the output: the engine sums it back down.
 """
 
+import linecache
+import os
+
 import numpy as np
 
 # ----------------------------------------------------------------------------
@@ -161,9 +164,6 @@ class Context:
         """Where your code made this node, "file:line: source" (None unless recorded)."""
         if self._site is None:
             return None
-        import linecache
-        import os
-
         filename, line = self._site
         source = linecache.getline(filename, line).strip()
         short = os.path.relpath(filename)

@@ -13,6 +13,7 @@ import numpy as np
 import minitensor as mt
 from minitensor import F
 from minitensor.nn import Linear, Module, init
+from minitensor.ops.attention import check_mask_fits
 
 
 def causal_mask(T, S=None):
@@ -34,18 +35,6 @@ def _as_array(mask):
     return mask.data if isinstance(mask, mt.Tensor) else (None if mask is None else np.asarray(mask))
 
 
-def _check_mask_shape(mask, scores_shape, where):
-    try:
-        fits = np.broadcast_shapes(mask.shape, scores_shape) == tuple(scores_shape)
-    except ValueError:
-        fits = False
-    if not fits:
-        raise ValueError(
-            f"{where}: a mask of shape {mask.shape} does not broadcast to the scores' shape "
-            f"{tuple(scores_shape)} (batch, heads, queries, keys)"
-        )
-
-
 def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, return_weights=False):
     """softmax(q k^T / sqrt(d_k) + mask) v over (..., T, d_k) queries and keys.
 
@@ -63,7 +52,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, return_wei
         hidden = causal_mask(q.shape[-2], k.shape[-2])
     scores = (q @ k.swapaxes(-1, -2)) * (1 / math.sqrt(q.shape[-1]))  # (..., Tq, Tk)
     if mask is not None:
-        _check_mask_shape(mask, scores_shape, "scaled_dot_product_attention")
+        check_mask_fits(mask, scores_shape, "scaled_dot_product_attention")
         if mask.dtype == np.bool_:
             hidden = hidden | mask
         else:
@@ -183,7 +172,7 @@ class MultiHeadAttention(Module):
 
         mask = _as_array(mask)
         if mask is not None:
-            _check_mask_shape(mask, (B, H, T, S), "MultiHeadAttention")
+            check_mask_fits(mask, (B, H, T, S), "MultiHeadAttention")
         # Grouped heads: G query heads share one key/value head. Give the queries a group
         # axis, (B, Hkv, G, T, dh), and the keys a size-1 one, (B, Hkv, 1, S, dh): they broadcast.
         q = q.reshape(B, self.kv_heads, G, T, dh)

@@ -242,18 +242,7 @@ def _materialised_backend():
 @task("pre_norm_block")
 def test_pre_norm_block_matches_the_seeds_block():
     from models.transformer import Block
-
-    class TorchBlock(torch.nn.Module):
-        def __init__(self, d, heads):
-            super().__init__()
-            self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
-            self.attn = torch.nn.MultiheadAttention(d, heads, batch_first=True)
-            self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
-
-        def forward(self, x):
-            a = self.ln1(x)
-            x = x + self.attn(a, a, a, need_weights=False)[0]
-            return x + self.mlp(self.ln2(x))
+    from torch_reference import TorchBlock
 
     torch.manual_seed(0)
     theirs = TorchBlock(8, 2).double()

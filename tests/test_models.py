@@ -17,6 +17,7 @@ from models.recurrent import GRU, RNN, RecurrentRegressor
 from models.transformer import GPT, Block, Encoder, EncoderDecoder, ReadoutTransformer, SwiGLU
 from demos.tasks import adding_problem
 from models.vit import PatchEmbedding
+from torch_reference import TorchBlock, TorchGPT
 
 TIGHT = dict(rtol=1e-9, atol=1e-11)
 
@@ -296,41 +297,6 @@ def test_t5_buckets():
 # ---------------------------------------------------------------------------
 # The block and GPT, against the seed's PyTorch code
 # ---------------------------------------------------------------------------
-
-
-class TorchBlock(tnn.Module):
-    """The seed's pre-normalization block, as written in the chapter."""
-
-    def __init__(self, d, heads):
-        super().__init__()
-        self.ln1, self.ln2 = tnn.LayerNorm(d), tnn.LayerNorm(d)
-        self.attn = tnn.MultiheadAttention(d, heads, batch_first=True)
-        self.mlp = tnn.Sequential(tnn.Linear(d, 4 * d), tnn.GELU(), tnn.Linear(4 * d, d))
-
-    def forward(self, x, mask):
-        a = self.ln1(x)
-        x = x + self.attn(a, a, a, attn_mask=mask, need_weights=False)[0]
-        return x + self.mlp(self.ln2(x))
-
-
-class TorchGPT(tnn.Module):
-    """The seed's GPT."""
-
-    def __init__(self, vocab, context, d, heads, layers):
-        super().__init__()
-        self.tok, self.pos = tnn.Embedding(vocab, d), tnn.Embedding(context, d)
-        self.blocks = tnn.ModuleList(TorchBlock(d, heads) for _ in range(layers))
-        self.ln = tnn.LayerNorm(d)
-        self.head = tnn.Linear(d, vocab, bias=False)
-        self.head.weight = self.tok.weight
-
-    def forward(self, idx):
-        T = idx.shape[1]
-        x = self.tok(idx) + self.pos(torch.arange(T))
-        mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
-        for block in self.blocks:
-            x = block(x, mask)
-        return self.head(self.ln(x))
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])

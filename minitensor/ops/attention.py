@@ -6,6 +6,20 @@ from .. import backends
 from ..autograd import Function
 
 
+def check_mask_fits(mask, scores_shape, op):
+    """A mask must broadcast to the scores' shape (batch..., queries, keys); say both if not."""
+    scores_shape = tuple(scores_shape)
+    try:
+        fits = np.broadcast_shapes(mask.shape, scores_shape) == scores_shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"{op}: a mask of shape {mask.shape} does not broadcast to the scores' shape "
+            f"{scores_shape} (batch..., queries, keys)"
+        )
+
+
 def check_attention_shapes(q, k, v, mask):
     """Raise a ValueError naming the shapes when q, k, v (and mask) do not fit together."""
     if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
@@ -23,16 +37,7 @@ def check_attention_shapes(q, k, v, mask):
             f"attention: the batch axes of q {q.shape}, k {k.shape} and v {v.shape} do not broadcast"
         ) from None
     if mask is not None:
-        scores_shape = batch + (q.shape[-2], k.shape[-2])
-        try:
-            fits = np.broadcast_shapes(mask.shape, scores_shape) == scores_shape
-        except ValueError:
-            fits = False
-        if not fits:
-            raise ValueError(
-                f"attention: a mask of shape {mask.shape} does not broadcast to the scores' shape "
-                f"{scores_shape} (batch..., queries, keys)"
-            )
+        check_mask_fits(mask, batch + (q.shape[-2], k.shape[-2]), "attention")
 
 
 class Attention(Function):

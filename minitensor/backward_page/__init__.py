@@ -1,0 +1,158 @@
+"""mt.viz.html(loss, path): one self-contained HTML page that steps through the backward pass.
+
+    mt.viz.html(loss, "backward.html")                         # open it in any browser, from disk
+    mt.viz.html(loss, "homework.html", predict=True)           # guess a gradient before it is shown
+    mt.viz.html(None, "check.html", check=(fn, x))             # each node coloured by its op's gradcheck
+
+The page is one file: the data (JSON), the script (page.js) and the styles (page.css) are read
+here and inlined, so it needs no network, no server and no library, opens from file:// and can
+be mailed. The script is plain hand-written JavaScript: nothing to pin, fetch or trust, and a
+student can read it with "view source".
+"""
+
+import json
+import os
+import pathlib
+import re
+import tempfile
+
+from ..autograd import topological_order
+from ..tensor import Tensor
+from . import check as checking
+from . import collect
+
+_HERE = pathlib.Path(__file__).resolve().parent
+
+
+def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=False):
+    """Run loss's backward pass (as loss.backward() would: leaves get their .grad) one node at a
+    time, in mt.debug.backward_steps order, and write a page that steps through it.
+
+    loss          a Tensor that requires grad, made by at least one op (None with check: fn(*inputs))
+    path          where to write the page; an existing file is replaced atomically
+    predict       hide each node's gradients until the student guesses one element or reveals it
+    check         (fn, *inputs): re-check every op of fn(*inputs) alone against finite differences
+                  (what mt.debug.find_wrong_op does) and colour each node by its relative error
+    max_elements  arrays with more elements are summarised (norm, min, max, histogram), not embedded
+    Returns the path written.
+    """
+    path = pathlib.Path(path)
+    folder = path.parent if str(path.parent) else pathlib.Path(".")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"viz.html: the folder {str(folder)!r} of {str(path)!r} does not exist; "
+                                f"create it first (os.makedirs) or write the page elsewhere")
+    if path.is_dir():
+        raise IsADirectoryError(f"viz.html: {str(path)!r} is a folder; give a file name such as page.html")
+    if not isinstance(max_elements, int) or max_elements < 1:
+        raise ValueError(f"viz.html: max_elements must be a positive integer, got {max_elements!r}")
+    if check is not None:
+        if not isinstance(check, (tuple, list)) or not check or not callable(check[0]):
+            raise TypeError("viz.html: check must be a tuple (fn, *inputs) with fn callable, e.g. check=(f, x, w)")
+    if loss is None:
+        if check is None:
+            raise TypeError("viz.html: give the loss tensor (or check=(fn, *inputs) to build it)")
+        with collect.debug.record_sites():
+            loss = check[0](*check[1:])
+    _check_loss(loss)
+
+    checks = None
+    if check is not None:
+        checked_output, results = checking.per_op_errors(check[0], check[1:])
+        checks = _match(loss, checked_output, results)
+
+    ids, nodes, edges = collect.layout(loss.grad_fn)
+    if checks is not None:
+        for node, result in zip(topological_order(loss.grad_fn), checks):
+            nodes[ids[id(node)]]["check"] = result
+    records, received = collect.steps(loss, ids, max_elements, retain_graph)
+    for node_id, (grad_norm, done_at) in received.items():
+        nodes[node_id]["grad_norm"], nodes[node_id]["done_at"] = grad_norm, done_at
+    data = {"nodes": nodes, "edges": edges, "loss": collect.encode(loss.data, max_elements), "steps": records,
+            "predict": bool(predict), "checked": checks is not None, "max_elements": max_elements}
+    _write_atomically(path, _page(data))
+    return path
+
+
+def _check_loss(loss):
+    if not isinstance(loss, Tensor):
+        raise TypeError(f"viz.html: loss must be a minitensor Tensor, got a {type(loss).__name__}")
+    if not loss.requires_grad:
+        raise ValueError(f"viz.html: the tensor (shape {loss.shape}) does not require grad, so it has no "
+                         f"backward pass to show; make its inputs with requires_grad=True, outside mt.no_grad()")
+    if loss.grad_fn is None:
+        raise ValueError(f"viz.html: the tensor (shape {loss.shape}) is a leaf: its graph has no nodes to "
+                         f"step through; pass the result of an op (e.g. loss = (x * x).sum())")
+    if loss.data.size != 1:
+        raise ValueError(f"viz.html: loss must have one element (its backward starts from dL/dL = 1), "
+                         f"got shape {loss.shape}; reduce it first, e.g. loss.sum()")
+
+
+def _match(loss, checked_output, results):
+    """The check ran fn on float64 copies; its graph must be loss's, node for node."""
+    ours = topological_order(loss.grad_fn)
+    theirs = topological_order(checked_output.grad_fn)
+    if len(ours) != len(theirs) or any(a.name != b.name for a, b in zip(ours, theirs)):
+        raise ValueError(
+            f"viz.html: check's fn(*inputs) builds a different graph ({len(theirs)} nodes: "
+            f"{', '.join(n.name for n in theirs[:6])}...) from loss's ({len(ours)} nodes: "
+            f"{', '.join(n.name for n in ours[:6])}...); pass loss=None to show fn(*inputs) itself")
+    return results
+
+
+def _page(data):
+    script = (_HERE / "page.js").read_text()
+    style = (_HERE / "page.css").read_text()
+    # "<" only occurs inside JSON strings, where \u003c means the same: no source line that
+    # reads "</script>" or "<!--" can end the data block early.
+    payload = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
+    parts = {"STYLE": style, "DATA": payload, "SCRIPT": script}
+    return re.sub(r"/\*(STYLE|DATA|SCRIPT)\*/", lambda match: parts[match.group(1)], _TEMPLATE)
+
+
+def _write_atomically(path, text):
+    """Write beside the target, then rename over it: a reader never sees half a page."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes it private; a page is for sharing
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+_TEMPLATE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:">
+<title>minitensor: the backward pass, node by node</title>
+<style>/*STYLE*/</style>
+</head>
+<body>
+<header>
+  <h1>Backward pass</h1>
+  <div id="controls">
+    <button id="first" title="Home">&laquo; start</button>
+    <button id="prev" title="Left arrow">&#x25C0; prev</button>
+    <input id="slider" type="range" min="0" value="0" aria-label="step">
+    <button id="next" title="Right arrow">next &#x25B6;</button>
+    <button id="last" title="End">end &raquo;</button>
+    <span id="counter"></span>
+    <span id="score"></span>
+  </div>
+</header>
+<div id="banner"></div>
+<main>
+  <section id="graph-pane"><svg id="graph" xmlns="http://www.w3.org/2000/svg"></svg></section>
+  <section id="panel"></section>
+</main>
+<script id="data" type="application/json">/*DATA*/</script>
+<script>/*SCRIPT*/</script>
+</body>
+</html>
+"""

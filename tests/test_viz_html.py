@@ -1,0 +1,334 @@
+"""mt.viz.html: the backward page, opened from disk in headless Chromium (Playwright) with every
+network request blocked and counted, and its bad inputs refused before anything is written."""
+
+import importlib.util
+import os
+import pathlib
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+from models.transformer import Block
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+INSTALL = ("the browser tests need Debian's Chromium and Playwright: apt-get install -y chromium; "
+           "pip install playwright==1.65.2 (or pip install -e '.[test]')")
+
+
+def _example():
+    spec = importlib.util.spec_from_file_location("backward_page_example", ROOT / "examples" / "backward_page.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def block_loss():
+    """The seeds' pre-norm block (B=1, T=8, d=16, 4 heads, causal) and a scalar loss, as the example makes it."""
+    mt.manual_seed(0)
+    block = Block(16, 4)
+    x = mt.tensor(np.random.default_rng(0).standard_normal((1, 8, 16)), requires_grad=True)
+    out = block(x, is_causal=True)
+    return (out * out).mean()
+
+
+# ----------------------------------------------------------------------------
+# Without a browser: the file itself
+# ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def block_page(tmp_path_factory):
+    path = tmp_path_factory.mktemp("page") / "block.html"
+    assert _example().main(str(path)) == path
+    return path
+
+
+def test_block_page_is_under_3_mb_and_self_contained(block_page):
+    text = block_page.read_text()
+    assert block_page.stat().st_size < 3_000_000
+    assert text.startswith("<!DOCTYPE html>") and "<script src" not in text and "<link" not in text
+    # the only URL in the page is the SVG namespace, which names and never fetches
+    assert set(re.findall(r"https?://[^\s\"'<>]+", text)) == {"http://www.w3.org/2000/svg"}
+
+
+def test_bad_inputs_are_refused_before_anything_is_written(tmp_path):
+    x = mt.tensor(np.ones((2, 3)), requires_grad=True)
+    constant = mt.tensor(np.ones((2, 3))).sum()
+    with pytest.raises(ValueError, match=r"does not require grad"):
+        mt.viz.html(constant, tmp_path / "a.html")
+    with pytest.raises(ValueError, match=r"is a leaf: its graph has no nodes"):
+        mt.viz.html(x, tmp_path / "b.html")
+    loss = (x * x).sum()
+    with pytest.raises(FileNotFoundError, match=r"folder '.*missing' .* does not exist"):
+        mt.viz.html(loss, tmp_path / "missing" / "c.html")
+    with pytest.raises(TypeError, match=r"must be a minitensor Tensor, got a ndarray"):
+        mt.viz.html(np.ones(3), tmp_path / "d.html")
+    with pytest.raises(ValueError, match=r"loss must have one element .* shape \(2, 3\)"):
+        mt.viz.html(x * x, tmp_path / "e.html")
+    assert list(tmp_path.iterdir()) == []
+    assert x.grad is None  # nothing ran: the graph is still there to use
+    loss.backward()
+    np.testing.assert_allclose(x.grad, 2 * np.ones((2, 3)))
+
+
+def test_an_existing_file_is_replaced_atomically(tmp_path, monkeypatch):
+    path = tmp_path / "page.html"
+    path.write_text("the previous page")
+    x = mt.tensor(np.ones(3), requires_grad=True)
+
+    def interrupted(source, target):
+        raise OSError("disk full (simulated)")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "replace", interrupted)
+        with pytest.raises(OSError, match="simulated"):
+            mt.viz.html((x * x).sum(), path)
+    assert path.read_text() == "the previous page"
+    assert [p.name for p in tmp_path.iterdir()] == ["page.html"]  # no temporary file left behind
+    mt.viz.html((x * x).sum(), path)
+    assert path.read_text().startswith("<!DOCTYPE html>")
+    assert [p.name for p in tmp_path.iterdir()] == ["page.html"]
+
+
+class WrongTanh(mt.Function):
+    """y = tanh(x); dy/dx = 1 - y^2, but this backward forgets the square (deliberately wrong)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = np.tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * (1 - y)  # wrong: should be 1 - y * y
+
+
+def wrong_block():
+    """The block with its MLP's activation replaced by WrongTanh, and the loss function of x."""
+    mt.manual_seed(0)
+    block = Block(16, 4)
+    block.mlp.forward = lambda h: block.mlp.fc2(WrongTanh.apply(block.mlp.fc1(h)))
+
+    def fn(x):
+        return (block(x, is_causal=True) ** 2).mean()
+
+    x = mt.tensor(np.random.default_rng(0).standard_normal((1, 8, 16)), requires_grad=True)
+    return fn, x
+
+
+def test_check_mode_agrees_with_find_wrong_op(tmp_path):
+    fn, x = wrong_block()
+    assert mt.debug.find_wrong_op(fn, x).op == "WrongTanh"
+    path = mt.viz.html(None, tmp_path / "check.html", check=(fn, x))
+    data = re.search(r'<script id="data" type="application/json">(.*?)</script>', path.read_text(), re.S).group(1)
+    import json
+
+    nodes = json.loads(data)["nodes"]
+    failed = [n["op"] for n in nodes if n.get("check") and not n["check"]["passed"]]
+    assert failed == ["WrongTanh"]
+    worst = max((n for n in nodes if n.get("check")), key=lambda n: n["check"]["relative_error"])
+    assert worst["op"] == "WrongTanh" and "gradcheck failed" in worst["check"]["report"]
+
+
+def test_check_of_a_different_graph_is_refused(tmp_path):
+    fn, x = wrong_block()
+    other = (x * x).sum()
+    with pytest.raises(ValueError, match=r"check's fn\(\*inputs\) builds a different graph"):
+        mt.viz.html(other, tmp_path / "p.html", check=(fn, x))
+    assert list(tmp_path.iterdir()) == []
+
+
+# ----------------------------------------------------------------------------
+# In the browser
+# ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser():
+    missing = [] if os.path.exists(CHROMIUM) else [CHROMIUM]
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing.append("the playwright package")
+    if missing:
+        message = f"{' and '.join(missing)} not found: {INSTALL}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"under CI the browser tests must run: {message}")
+        pytest.skip(message)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM)
+        yield chromium
+        chromium.close()
+
+
+class Opened:
+    """A page opened from file:// with every other request blocked and counted, and every
+    console error and uncaught exception kept."""
+
+    def __init__(self, browser, path):
+        self.context = browser.new_context(viewport={"width": 1400, "height": 900})
+        self.url = pathlib.Path(path).resolve().as_uri()
+        self.requests, self.blocked, self.errors = [], [], []
+
+        def route(request_route):
+            if request_route.request.url == self.url:
+                request_route.continue_()
+            else:
+                self.blocked.append(request_route.request.url)
+                request_route.abort()
+
+        self.context.route("**/*", route)
+        self.page = self.context.new_page()
+        self.page.on("request", lambda request: self.requests.append(request.url))
+        self.page.on("console", lambda message: self.errors.append(message.text) if message.type == "error" else None)
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.page.goto(self.url)
+
+    def step(self):
+        return int(self.page.get_attribute("body", "data-step"))
+
+    def go(self, step):
+        """Drive the slider as a user would (the keyboard is tested on its own)."""
+        self.page.locator("#slider").fill(str(step))
+        assert self.step() == step
+
+    def close(self):
+        assert self.errors == []
+        assert self.blocked == [] and self.requests == [self.url]  # the page itself, nothing else
+        self.context.close()
+
+
+def test_keyboard_steps_through_every_node_in_backward_steps_order(browser, block_page):
+    expected = [(s.op, s.grad_output.shape) for s in mt.debug.backward_steps(block_loss())]
+    opened = Opened(browser, block_page)
+    page = opened.page
+    assert opened.step() == 0 and page.locator("#counter").inner_text() == f"start (0 / {len(expected)})"
+    page.locator("body").click(position={"x": 5, "y": 5})
+    presses = 0
+    seen = []
+    while True:
+        before = opened.step()
+        page.keyboard.press("ArrowRight")
+        if opened.step() == before:
+            break
+        presses += 1
+        heading = page.locator("#panel h2").inner_text()
+        seen.append(heading.split()[1])
+        shape = page.locator("#panel .muted", has_text="output shape").inner_text()
+        assert shape == f"output shape {expected[presses - 1][1]}".replace(",)", ",)")
+    assert presses == len(expected)
+    assert seen == [op for op, _ in expected]
+    assert page.locator("#counter").inner_text() == f"step {presses} / {len(expected)}"
+    page.keyboard.press("ArrowLeft")
+    assert opened.step() == presses - 1
+    page.keyboard.press("Home")
+    assert opened.step() == 0
+    opened.close()
+
+
+def _first_bias_add(steps):
+    for step in steps:
+        if step.op == "Add" and step.grad_inputs[1] is not None and step.grad_inputs[1].ndim == 1:
+            return step
+
+
+def test_norm_shown_for_a_grad_input_is_numpys(browser, block_page):
+    step = _first_bias_add(mt.debug.backward_steps(block_loss()))
+    expected = np.linalg.norm(np.asarray(step.grad_inputs[1], dtype=np.float64))
+    opened = Opened(browser, block_page)
+    opened.go(step.index + 1)
+    box = opened.page.locator('.grad-input[data-input="1"]')
+    shown = float(box.locator(".norm").inner_text())
+    assert abs(shown - expected) <= 5e-5 * expected, (shown, expected)  # 4 significant digits at least
+    assert "summed axes (0, 1): (1, 8, 16) → (16,)" in box.inner_text()
+    opened.close()
+
+
+def test_attention_node_shows_weights_and_dscores_with_masked_cells(browser, block_page, tmp_path):
+    steps = list(mt.debug.backward_steps(block_loss()))
+    attention = next(s for s in steps if s.op == "Attention")
+    opened = Opened(browser, block_page)
+    opened.go(attention.index + 1)
+    maps = opened.page.locator(".attention canvas")
+    assert maps.count() == 2
+    weights = maps.nth(0)
+    box = weights.bounding_box()
+    cell = box["width"] / 8
+    hover = opened.page.locator(".attention .hover").nth(0)
+    weights.hover(position={"x": 7.5 * cell, "y": 0.5 * cell})  # query 0, key 7: hidden by the causal mask
+    assert hover.inner_text() == "[0, 0, 0, 0, 7] = 0 (masked)"
+    weights.hover(position={"x": 0.5 * cell, "y": 0.5 * cell})  # query 0 sees only key 0
+    assert hover.inner_text() == "[0, 0, 0, 0, 0] = 1"
+    opened.page.screenshot(path=str(tmp_path / "attention.png"))
+    assert (tmp_path / "attention.png").stat().st_size > 10_000
+    opened.close()
+
+
+def test_predict_mode_hides_the_gradient_until_a_guess_or_reveal(browser, tmp_path):
+    path = mt.viz.html(block_loss(), tmp_path / "predict.html", predict=True)
+    steps = list(mt.debug.backward_steps(block_loss()))
+    opened = Opened(browser, path)
+    page = opened.page
+    opened.go(3)  # an Add with a bias: its gradient to the bias is summed
+    assert page.locator(".hidden-grad").count() >= 1 and page.locator(".grad-input").count() == 0
+    question = page.locator(".predict b").inner_text()  # dL/d input1[5]
+    position, index = re.fullmatch(r"dL/d input(\d+)\[(.*)\]", question).groups()
+    value = steps[2].grad_inputs[int(position)][tuple(int(i) for i in index.split(", "))]
+    page.locator("#guess").fill(f"{value * 1.5 + 1:.6g}")
+    page.locator("#check-guess").click()
+    assert page.locator(".verdict.wrong").count() == 1 and page.locator(".grad-input").count() >= 1
+    assert page.locator("#score").inner_text().startswith("score 0 / 1")
+    opened.go(4)
+    question = page.locator(".predict b").inner_text()
+    position, index = re.fullmatch(r"dL/d input(\d+)\[(.*)\]", question).groups()
+    value = steps[3].grad_inputs[int(position)][tuple(int(i) for i in index.split(", "))]
+    page.locator("#guess").fill(f"{value:.6g}")
+    page.locator("#guess").press("Enter")
+    assert page.locator(".verdict.right").count() == 1
+    assert page.locator("#score").inner_text().startswith("score 1 / 2")
+    opened.go(5)
+    assert page.locator(".grad-input").count() == 0
+    page.locator("#reveal").click()
+    assert page.locator(".grad-input").count() >= 1 and "Revealed" in page.locator(".verdict").inner_text()
+    page.screenshot(path=str(tmp_path / "predict.png"))
+    assert (tmp_path / "predict.png").stat().st_size > 10_000
+    opened.close()
+
+
+def test_check_mode_flags_the_wrong_op_inside_a_block(browser, tmp_path):
+    fn, x = wrong_block()
+    path = mt.viz.html(None, tmp_path / "check.html", check=(fn, x))
+    opened = Opened(browser, path)
+    page = opened.page
+    assert page.locator(".node.failed").count() == 1
+    worst = page.locator(".node.worst")
+    assert worst.count() == 1 and worst.locator("text.op").text_content() == "WrongTanh"
+    banner = page.locator("#banner")
+    assert "1 op(s) disagree" in banner.inner_text() and "WrongTanh" in banner.inner_text()
+    banner.locator("button").click()
+    panel = page.locator("#panel")
+    assert panel.locator("h2").inner_text().split()[1] == "WrongTanh"
+    assert "FAILED" in panel.inner_text() and "gradcheck failed for input 0 of WrongTanh" in panel.inner_text()
+    page.screenshot(path=str(tmp_path / "check.png"))
+    assert (tmp_path / "check.png").stat().st_size > 10_000
+    opened.close()
+
+
+def test_screenshots_are_written(browser, block_page, tmp_path):
+    """Pictures of the start, a step in the middle and the end (MINITENSOR_SCREENSHOTS=DIR keeps them)."""
+    keep = os.environ.get("MINITENSOR_SCREENSHOTS")
+    opened = Opened(browser, block_page)
+    for name, step in (("start", 0), ("mid", 5), ("end", opened.page.locator("#slider").get_attribute("max"))):
+        opened.go(int(step))
+        shot = tmp_path / f"{name}.png"
+        opened.page.screenshot(path=str(shot))
+        assert shot.stat().st_size > 10_000
+        if keep:
+            shutil.copy(shot, pathlib.Path(keep) / shot.name)
+    opened.close()

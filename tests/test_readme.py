@@ -23,3 +23,4 @@ def test_readme_python_blocks_run(capsys, tmp_path, monkeypatch):
     assert printed.count("True") >= 2
     assert "loss 0.00" in printed and "[[0 1 2 3 4 5 6 7 0 1]]" in printed
     assert (tmp_path / "tiny_gpt.npz").exists()
+    assert (tmp_path / "backward.html").read_text().startswith("<!DOCTYPE html>")

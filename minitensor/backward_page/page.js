@@ -92,7 +92,7 @@ function heatmap(rec, options) {
   const rows = shape[shape.length - 2], cols = shape[shape.length - 1];
   const lead = shape.slice(0, -2);
   const chosen = lead.map(() => 0);
-  const cell = Math.max(3, Math.min(22, Math.floor(380 / cols), Math.floor(320 / rows)));
+  const cell = Math.max(3, Math.min(options.cell || 22, Math.floor((options.width || 380) / cols), Math.floor(320 / rows)));
   const canvas = el("canvas", { width: cols * cell, height: rows * cell });
   const hover = el("div", { class: "hover" }, options.sequential ? "white 0 to blue 1; hover a cell to read it"
     : "blue < 0 < red, scaled to the largest |value|; hover a cell to read it");
@@ -345,8 +345,8 @@ function render() {
     const a = step.attention;
     panel.append(el("h3", {}, "attention: weights and dL/dscores (T x T per head; × = masked)"),
       el("div", { class: "heat-pair attention" },
-        arrayView("weights P = softmax(scores)", a.weights, { sequential: true, hidden: a.hidden }),
-        arrayView("dL/dscores = P * (dL/dP - rowsum(dout * out))", a.d_scores, { hidden: a.hidden })));
+        arrayView("weights P = softmax(scores)", a.weights, { sequential: true, hidden: a.hidden, cell: 30, width: 220 }),
+        arrayView("dL/dscores = P (dP - rowsum(dout out))", a.d_scores, { hidden: a.hidden, cell: 30, width: 220 })));
   }
   const hidden = hiddenAt(index);
   panel.append(el("h3", {}, "grad_inputs: what it sends to each input"));

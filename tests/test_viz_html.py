@@ -2,6 +2,7 @@
 network request blocked and counted, and its bad inputs refused before anything is written."""
 
 import importlib.util
+import json
 import os
 import pathlib
 import re
@@ -122,14 +123,31 @@ def wrong_block():
     return fn, x
 
 
+def page_data(path):
+    """The JSON the page's script reads, as written into the page."""
+    text = pathlib.Path(path).read_text()
+    return json.loads(re.search(r'<script id="data" type="application/json">(.*?)</script>', text, re.S).group(1))
+
+
+def test_arrays_above_the_cap_are_summarised(tmp_path):
+    x = mt.tensor(np.random.default_rng(0).standard_normal((6, 5)), requires_grad=True)
+    loss = (x.tanh() * 3.0).sum()
+    data = page_data(mt.viz.html(loss, tmp_path / "p.html", max_elements=12))
+    tanh = next(s for s in data["steps"] if s["op"] == "Tanh")
+    grad = tanh["grad_inputs"][0]["grad"]
+    assert "data" not in grad and sum(grad["hist"]["counts"]) == 30
+    expected = (1 - np.tanh(x.data) ** 2) * 3.0
+    assert grad["norm"] == pytest.approx(np.linalg.norm(expected), rel=1e-12)
+    assert grad["min"] == pytest.approx(expected.min()) and grad["max"] == pytest.approx(expected.max())
+    assert data["loss"]["data"] == [pytest.approx(loss.item(), rel=1e-4)]  # one element: under the cap
+    with pytest.raises(ValueError, match="max_elements must be a positive integer, got 0"):
+        mt.viz.html(loss, tmp_path / "q.html", max_elements=0)
+
+
 def test_check_mode_agrees_with_find_wrong_op(tmp_path):
     fn, x = wrong_block()
     assert mt.debug.find_wrong_op(fn, x).op == "WrongTanh"
-    path = mt.viz.html(None, tmp_path / "check.html", check=(fn, x))
-    data = re.search(r'<script id="data" type="application/json">(.*?)</script>', path.read_text(), re.S).group(1)
-    import json
-
-    nodes = json.loads(data)["nodes"]
+    nodes = page_data(mt.viz.html(None, tmp_path / "check.html", check=(fn, x)))["nodes"]
     failed = [n["op"] for n in nodes if n.get("check") and not n["check"]["passed"]]
     assert failed == ["WrongTanh"]
     worst = max((n for n in nodes if n.get("check")), key=lambda n: n["check"]["relative_error"])
@@ -315,6 +333,10 @@ def test_check_mode_flags_the_wrong_op_inside_a_block(browser, tmp_path):
     panel = page.locator("#panel")
     assert panel.locator("h2").inner_text().split()[1] == "WrongTanh"
     assert "FAILED" in panel.inner_text() and "gradcheck failed for input 0 of WrongTanh" in panel.inner_text()
+    assert "null" not in banner.inner_text()
+    opened.go(1)  # Mean: its backward is right
+    assert "passed relative error" in panel.inner_text() and "null" not in panel.inner_text()
+    opened.go(6)
     page.screenshot(path=str(tmp_path / "check.png"))
     assert (tmp_path / "check.png").stat().st_size > 10_000
     opened.close()

@@ -37,7 +37,7 @@ def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=
     Returns the path written.
     """
     path = pathlib.Path(path)
-    folder = path.parent if str(path.parent) else pathlib.Path(".")
+    folder = path.parent  # pathlib.Path("page.html").parent is Path(".")
     if not folder.is_dir():
         raise FileNotFoundError(f"viz.html: the folder {str(folder)!r} of {str(path)!r} does not exist; "
                                 f"create it first (os.makedirs) or write the page elsewhere")
@@ -111,7 +111,7 @@ def _page(data):
 
 def _write_atomically(path, text):
     """Write beside the target, then rename over it: a reader never sees half a page."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.", suffix=".tmp")
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as file:
             file.write(text)
@@ -129,7 +129,8 @@ _TEMPLATE = """<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:">
+<meta http-equiv="Content-Security-Policy"
+      content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'">
 <title>minitensor: the backward pass, node by node</title>
 <style>/*STYLE*/</style>
 </head>

@@ -265,7 +265,7 @@ function colourByCheck() {
                   : "Check mode: every op's backward agrees with finite differences. The largest error: ",
     el("b", {}, worst.op), worst.check.created_at ? ` made at ${worst.check.created_at}` : "",
     `, relative error ${fmt(worst.check.relative_error, 3)}.`,
-    worst.id in stepOfNode ? el("button", { onclick: () => go(stepOfNode[worst.id] + 1) }, "go to it") : null);
+    worst.id in stepOfNode ? el("button", { onclick: () => go(stepOfNode[worst.id] + 1) }, "go to it") : "");
 }
 
 // ---------------------------------------------------------------- the panel
@@ -338,7 +338,7 @@ function render() {
     panel.append(el("h3", {}, "gradcheck of this op alone"),
       el("div", {}, el("span", { class: c.passed ? "pass" : "fail" }, c.passed ? "passed" : "FAILED"),
          `  relative error ${fmt(c.relative_error, 3)}`),
-      c.report ? el("div", { class: "report" }, c.report) : null);
+      c.report ? el("div", { class: "report" }, c.report) : "");
   }
   panel.append(el("h3", {}, "grad_output: dL/d(this node's output)"), arrayView("grad_output", step.grad_output));
   if (step.attention) {

@@ -140,6 +140,7 @@ def test_arrays_above_the_cap_are_summarised(tmp_path):
     assert grad["norm"] == pytest.approx(np.linalg.norm(expected), rel=1e-12)
     assert grad["min"] == pytest.approx(expected.min()) and grad["max"] == pytest.approx(expected.max())
     assert data["loss"]["data"] == [pytest.approx(loss.item(), rel=1e-4)]  # one element: under the cap
+    np.testing.assert_allclose(x.grad, expected)  # the page ran the backward pass, as loss.backward() would
     with pytest.raises(ValueError, match="max_elements must be a positive integer, got 0"):
         mt.viz.html(loss, tmp_path / "q.html", max_elements=0)
 

@@ -59,19 +59,28 @@ function stats(rec) {
   return line;
 }
 
-// numpy-like text of a small array, nested brackets per axis
-function nested(data, shape, offset, axis) {
-  if (shape.length === 0) return fmt(data[0]);
-  if (axis === shape.length - 1) {
-    const row = [];
-    for (let i = 0; i < shape[axis]; i++) row.push(fmt(data[offset + i]).padStart(10));
-    return "[" + row.join(" ") + "]";
+// numpy-like text of a small array: nested brackets per axis, 8 numbers a line, aligned
+function nested(data, shape) {
+  const width = Math.max(...data.map((v) => fmt(v).length));
+  function text(offset, axis) {
+    if (shape.length === 0) return fmt(data[0]);
+    const indent = " ".repeat(axis + 1);
+    if (axis === shape.length - 1) {
+      const lines = [];
+      for (let i = 0; i < shape[axis]; i += 8) {
+        const row = [];
+        for (let j = i; j < Math.min(i + 8, shape[axis]); j++) row.push(fmt(data[offset + j]).padStart(width));
+        lines.push(row.join(" "));
+      }
+      return "[" + lines.join("\n" + indent) + "]";
+    }
+    let stride = 1;
+    for (let a = axis + 1; a < shape.length; a++) stride *= shape[a];
+    const parts = [];
+    for (let i = 0; i < shape[axis]; i++) parts.push(text(offset + i * stride, axis + 1));
+    return "[" + parts.join("\n" + indent) + "]";
   }
-  let stride = 1;
-  for (let a = axis + 1; a < shape.length; a++) stride *= shape[a];
-  const parts = [];
-  for (let i = 0; i < shape[axis]; i++) parts.push(nested(data, shape, offset + i * stride, axis + 1));
-  return "[" + parts.join("\n" + " ".repeat(axis + 1)) + "]";
+  return text(0, 0);
 }
 
 // colour of a value: diverging blue-white-red around 0, or white-blue for weights in [0, 1]
@@ -170,7 +179,7 @@ function arrayView(title, rec, options) {
   const box = el("div", { class: "array" }, el("div", { class: "title" }, title), stats(rec));
   const size = rec.shape.reduce((a, b) => a * b, 1);
   if (rec.hist) box.append(histogram(rec));
-  else if (size <= SMALL && !(options && options.hidden)) box.append(el("pre", {}, nested(rec.data, rec.shape, 0, 0)));
+  else if (size <= SMALL && !(options && options.hidden)) box.append(el("pre", {}, nested(rec.data, rec.shape)));
   else box.append(heatmap(rec, options || {}));
   return box;
 }

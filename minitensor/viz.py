@@ -8,7 +8,6 @@
 import numpy as np
 
 from .autograd import Context
-from .tensor import Tensor
 
 
 def _norm(array):

@@ -15,6 +15,7 @@ $(STAMP): setup.cfg pyproject.toml | $(PY)
 	touch $(STAMP)
 
 test: $(STAMP)
+	$(PY) -m ruff check .
 	$(PY) -m pytest
 
 demo: $(STAMP)

@@ -127,7 +127,8 @@ def main():
     base = times["PyTorch eager"]
     for label, seconds in times.items():
         print(f"  {label:24}{seconds * 1e3:8.1f} ms   {ratio(seconds, base):>6} of PyTorch")
-    print(f"  minitensor (numba) / hand-written NumPy: {ratio(times['minitensor (numba)'], times['hand-written NumPy'])}")
+    engine_cost = ratio(times["minitensor (numba)"], times["hand-written NumPy"])
+    print(f"  minitensor (numba) / hand-written NumPy: {engine_cost}")
     print(f"  minitensor and the hand-written block agree: {agree}")
 
 

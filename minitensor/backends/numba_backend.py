@@ -40,7 +40,8 @@ def _single_threaded_blas_for_numba():
     except ImportError:  # the limit is a speed-up, not a requirement
         return
     controller = ThreadpoolController()
-    scipy_blas = controller.select(filepath=[lib.filepath for lib in controller.lib_controllers if "scipy.libs" in lib.filepath])
+    scipy_paths = [lib.filepath for lib in controller.lib_controllers if "scipy.libs" in lib.filepath]
+    scipy_blas = controller.select(filepath=scipy_paths)
     scipy_blas.limit(limits=1)
 
 
@@ -356,7 +357,9 @@ GELU_CHUNK = 4096  # elements per parallel job (and per scratch buffer)
 # every float32 operation into a float64 one and halve the vector width), and read
 # into locals first (a load inside a loop could alias the output and stop vectorising).
 #   0: sqrt(2/pi)  1: 0.044715  2: 1/sqrt(2)  3: 1/sqrt(2 pi)  4: 0.5  5: 1  6: 2  7: 3  8: 80
-_GELU_CONSTANTS = (math.sqrt(2 / math.pi), 0.044715, 1 / math.sqrt(2), 1 / math.sqrt(2 * math.pi), 0.5, 1.0, 2.0, 3.0, 80.0)
+_GELU_CONSTANTS = (
+    math.sqrt(2 / math.pi), 0.044715, 1 / math.sqrt(2), 1 / math.sqrt(2 * math.pi), 0.5, 1.0, 2.0, 3.0, 80.0,
+)
 # Abramowitz & Stegun 7.1.26: p, a1..a5
 _ERF_CONSTANTS = (0.3275911, 0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 

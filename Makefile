@@ -10,11 +10,13 @@ STAMP := $(VENV)/.installed
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): setup.cfg pyproject.toml | $(PY)
-	$(PY) -m pip install -e '.[test]'
+# setup.cfg says which versions work (ranges); constraints.txt fixes the ones CI uses.
+$(STAMP): setup.cfg pyproject.toml constraints.txt | $(PY)
+	$(PY) -m pip install -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
 test: $(STAMP)
+	$(PY) -m ruff check .
 	$(PY) -m pytest
 
 demo: $(STAMP)

@@ -23,21 +23,10 @@ B, T, D, HEADS = 8, 256, 256, 4
 
 def make_models():
     import torch
-    from torch import nn
 
     from models.transformer import Block
 
-    class TorchBlock(nn.Module):  # the seed's block
-        def __init__(self, d, heads):
-            super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
-            self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-
-        def forward(self, x, mask):
-            a = self.ln1(x)
-            x = x + self.attn(a, a, a, attn_mask=mask, need_weights=False)[0]
-            return x + self.mlp(self.ln2(x))
+    from .torch_reference import TorchBlock
 
     torch.manual_seed(0)
     theirs = TorchBlock(D, HEADS)
@@ -138,7 +127,8 @@ def main():
     base = times["PyTorch eager"]
     for label, seconds in times.items():
         print(f"  {label:24}{seconds * 1e3:8.1f} ms   {ratio(seconds, base):>6} of PyTorch")
-    print(f"  minitensor (numba) / hand-written NumPy: {ratio(times['minitensor (numba)'], times['hand-written NumPy'])}")
+    engine_cost = ratio(times["minitensor (numba)"], times["hand-written NumPy"])
+    print(f"  minitensor (numba) / hand-written NumPy: {engine_cost}")
     print(f"  minitensor and the hand-written block agree: {agree}")
 
 

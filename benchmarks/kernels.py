@@ -193,8 +193,9 @@ def compile_times():
     )
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-        first = float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout)
-        second = float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout)
+        command = [sys.executable, "-c", code]
+        first = float(subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout)
+        second = float(subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout)
     return first, second
 
 
@@ -211,8 +212,9 @@ def main():
               f"{ratio(times['numba'], times['numpy']):>13}{ratio(times['numba'], t_torch):>13}")
         if memory:
             m = memory[0]
-            print(f"{'  peak extra memory':46}{m['numpy']:>8.0f}MB{m['numba']:>8.0f}MB{m.get('torch', float('nan')):>8.0f}MB"
-                  f"{ratio(m['numba'], m['numpy']):>13}{ratio(m['numba'], m.get('torch', float('nan'))):>13}")
+            m_torch = m.get("torch", float("nan"))
+            print(f"{'  peak extra memory':46}{m['numpy']:>8.0f}MB{m['numba']:>8.0f}MB{m_torch:>8.0f}MB"
+                  f"{ratio(m['numba'], m['numpy']):>13}{ratio(m['numba'], m_torch):>13}")
     first, second = compile_times()
     print(f"Numba: a fresh process compiles every kernel in {first:.1f} s; a second process loads them "
           f"from the cache in {second:.1f} s")

@@ -80,7 +80,8 @@ def main():
     plain = measure_minitensor(MIX)
     with mt.debug.record_sites():
         recording = measure_minitensor(MIX)
-    print(f"{'mix, recording creation sites':34}{recording * 1e6:>10.2f}us{'':>12}{recording / plain:>7.2f}x of plain minitensor")
+    print(f"{'mix, recording creation sites':34}{recording * 1e6:>10.2f}us{'':>12}"
+          f"{recording / plain:>7.2f}x of plain minitensor")
     for label, names in rows:
         ours = measure_minitensor(names)
         if have_torch:

@@ -2,9 +2,7 @@
 
 import argparse
 import os
-import contextlib
 import importlib
-import io
 import sys
 import time
 

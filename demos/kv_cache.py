@@ -61,7 +61,7 @@ def main(quick=False):
     checks("at the longest context the cache makes a token cheaper", cached_ms[-1] < uncached_ms[-1])
 
     # %% cache sizes (16-bit numbers)
-    layers, d, heads, d_head = 80, 8192, 64, 128
+    layers, heads, d_head = 80, 64, 128  # width d = heads * d_head = 8192
     per_token = {
         "multi-head (64 KV heads)": KVCache.bytes_per_token(layers, heads * d_head),
         "grouped-query (8 KV heads)": KVCache.bytes_per_token(layers, 8 * d_head),

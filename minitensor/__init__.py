@@ -19,6 +19,7 @@ from .tensor import Tensor, cat, get_default_dtype, maximum, set_default_dtype, 
 __all__ = [
     "Tensor", "tensor", "zeros", "ones", "randn", "rand", "arange", "eye", "full", "zeros_like",
     "ones_like", "cat", "stack", "where", "maximum", "no_grad", "enable_grad", "set_default_dtype",
-    "get_default_dtype", "gradcheck", "GradcheckError", "manual_seed", "Function", "nn", "F", "optim", "testing", "debug", "viz",
+    "get_default_dtype", "gradcheck", "GradcheckError", "manual_seed", "Function", "nn", "F", "optim", "testing",
+    "debug", "viz",
     "set_backend", "get_backend", "use_backend",
 ]

@@ -124,7 +124,8 @@ def strip(out, root=None, keep=()):
 def _env_for(path):
     """Run with `path` first on sys.path, so its minitensor (not an installed one) is imported."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(pathlib.Path(path).resolve()), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    paths = [str(pathlib.Path(path).resolve()), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(paths).rstrip(os.pathsep)
     env.pop("MINITENSOR_BACKEND", None)
     return env
 

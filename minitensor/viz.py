@@ -9,7 +9,6 @@ import numpy as np
 
 from .autograd import Context
 from .backward_page import html  # noqa: F401  (mt.viz.html: the backward pass as one HTML page)
-from .tensor import Tensor
 
 
 def _norm(array):

@@ -227,7 +227,6 @@ class MultiHeadLatentAttention(Module):
         c = self.w_dkv(x)  # (B, T, d_latent): all that is cached
         if cache is not None:
             c = cache.update(c)
-        S = c.shape[1]
         q = split_heads(self.w_q(x), H)  # (B, H, T, dh)
         k = split_heads(self.w_uk(c), H)  # (B, H, S, dh): keys expanded from the latents
         v = split_heads(self.w_uv(c), H)

@@ -30,7 +30,9 @@ class LearnedPositions(Module):
 
     def forward(self, T, start=0):
         if start + T > self.context:
-            raise ValueError(f"LearnedPositions: positions up to {start + T} asked for, but the context is {self.context}")
+            raise ValueError(
+                f"LearnedPositions: positions up to {start + T} asked for, but the context is {self.context}"
+            )
         return self.table(np.arange(start, start + T))  # (T, d)
 
 

@@ -204,7 +204,9 @@ class EncoderDecoder(Module):
         target = np.asarray(target.data if isinstance(target, mt.Tensor) else target)
         for name, seq in (("source", source), ("target", target)):
             if seq.shape[1] > self.context:
-                raise ValueError(f"EncoderDecoder: the {name} has {seq.shape[1]} tokens, more than the context of {self.context}")
+                raise ValueError(
+                    f"EncoderDecoder: the {name} has {seq.shape[1]} tokens, more than the context of {self.context}"
+                )
         memory = self.encoder(self.source_tok(source) + self.pos(np.arange(source.shape[1])), mask=source_mask)
         x = self.target_tok(target) + self.pos(np.arange(target.shape[1]))
         for block in self.decoder:

@@ -1,8 +1,6 @@
 """The vision transformer's patch embedding: cut the image into P x P patches, flatten each,
 map it linearly to width d. Equal to PyTorch's Conv2d(C, d, kernel_size=P, stride=P)."""
 
-import numpy as np
-
 from minitensor.nn import Linear, Module, Parameter
 
 

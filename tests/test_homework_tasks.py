@@ -242,7 +242,7 @@ def _materialised_backend():
 @task("pre_norm_block")
 def test_pre_norm_block_matches_the_seeds_block():
     from models.transformer import Block
-    from torch_reference import TorchBlock
+    from benchmarks.torch_reference import TorchBlock
 
     torch.manual_seed(0)
     theirs = TorchBlock(8, 2).double()

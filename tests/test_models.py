@@ -17,7 +17,7 @@ from models.recurrent import GRU, RNN, RecurrentRegressor
 from models.transformer import GPT, Block, Encoder, EncoderDecoder, ReadoutTransformer, SwiGLU
 from demos.tasks import adding_problem
 from models.vit import PatchEmbedding
-from torch_reference import TorchBlock, TorchGPT
+from benchmarks.torch_reference import TorchBlock, TorchGPT
 
 TIGHT = dict(rtol=1e-9, atol=1e-11)
 

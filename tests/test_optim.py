@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import torch
 
-import minitensor as mt
 from minitensor import nn, optim
 
 CASES = [

@@ -21,9 +21,9 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-# Numba's threads and OpenBLAS's threads fight for the same two cores: with the
-# default (OpenMP) layer a block step measured 40 ms against 28 ms with the
-# workqueue layer, which does not spin waiting threads while BLAS runs.
+# Numba's threads and OpenBLAS's threads fight for the same cores: the default
+# (OpenMP) layer spins its waiting threads while BLAS runs, the workqueue layer does
+# not (compare: NUMBA_THREADING_LAYER=omp python -m benchmarks block).
 # A user's own NUMBA_THREADING_LAYER wins.
 if "NUMBA_THREADING_LAYER" not in os.environ:
     numba.config.THREADING_LAYER = "workqueue"
@@ -32,15 +32,16 @@ if "NUMBA_THREADING_LAYER" not in os.environ:
 def _single_threaded_blas_for_numba():
     """Numba reaches BLAS through SciPy's own OpenBLAS (a second copy, beside NumPy's).
     Every BLAS call from our kernels happens inside a parallel loop that already uses
-    every core, so that copy's threads only fight ours: measured here, the attention
-    forward + backward took 269 ms with them and 136 ms without. NumPy's BLAS (the big
-    products outside the kernels) keeps all its threads."""
+    every core, so that copy's threads only fight ours and slow the kernels down
+    (`python -m benchmarks kernels` times them). NumPy's BLAS (the big products outside
+    the kernels) keeps all its threads."""
     try:
         from threadpoolctl import ThreadpoolController
     except ImportError:  # the limit is a speed-up, not a requirement
         return
     controller = ThreadpoolController()
-    scipy_blas = controller.select(filepath=[lib.filepath for lib in controller.lib_controllers if "scipy.libs" in lib.filepath])
+    scipy_paths = [lib.filepath for lib in controller.lib_controllers if "scipy.libs" in lib.filepath]
+    scipy_blas = controller.select(filepath=scipy_paths)
     scipy_blas.limit(limits=1)
 
 
@@ -143,8 +144,7 @@ def matmul(a, b):
     one large BLAS call on (batch * n, k) rows; everything else is np.matmul.
 
     A Numba kernel running a batch of matrices in parallel (np.dot per matrix) was
-    measured and lost to np.matmul here (4.1 ms against 2.0 ms for 32 products of
-    256 x 256 by 256 x 64), so there is none: NumPy already hands each matrix to BLAS.
+    slower than np.matmul, so there is none: NumPy already hands each matrix to BLAS.
     """
     if b.ndim == 2 and a.ndim > 2 and a.dtype == b.dtype:
         flat = np.ascontiguousarray(a).reshape(int(np.prod(a.shape[:-1])), a.shape[-1])  # (batch * n, k)
@@ -357,7 +357,9 @@ GELU_CHUNK = 4096  # elements per parallel job (and per scratch buffer)
 # every float32 operation into a float64 one and halve the vector width), and read
 # into locals first (a load inside a loop could alias the output and stop vectorising).
 #   0: sqrt(2/pi)  1: 0.044715  2: 1/sqrt(2)  3: 1/sqrt(2 pi)  4: 0.5  5: 1  6: 2  7: 3  8: 80
-_GELU_CONSTANTS = (math.sqrt(2 / math.pi), 0.044715, 1 / math.sqrt(2), 1 / math.sqrt(2 * math.pi), 0.5, 1.0, 2.0, 3.0, 80.0)
+_GELU_CONSTANTS = (
+    math.sqrt(2 / math.pi), 0.044715, 1 / math.sqrt(2), 1 / math.sqrt(2 * math.pi), 0.5, 1.0, 2.0, 3.0, 80.0,
+)
 # Abramowitz & Stegun 7.1.26: p, a1..a5
 _ERF_CONSTANTS = (0.3275911, 0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 
@@ -381,7 +383,7 @@ def _erf_into(x, e, c, scratch, out):
         out[i] = math.copysign(c5 - poly * out[i], x[i])  # erf is odd
 
 
-@njit(parallel=True, cache=True, fastmath=_EXP_FLAGS)  # no reassociation: see below
+@njit(parallel=True, cache=True, fastmath=_EXP_FLAGS)  # no reassociation: see above GELU_CHUNK
 def _gelu_flat(x, tanh_form, c, e, y):
     c0, c1, c2, c4, c5, c6 = c[0], c[1], c[2], c[4], c[5], c[6]
     n = x.shape[0]
@@ -404,7 +406,7 @@ def _gelu_flat(x, tanh_form, c, e, y):
                 y[start + i] = c4 * v[i] * (c5 + phi[i])
 
 
-@njit(parallel=True, cache=True, fastmath=_EXP_FLAGS)  # no reassociation: see below
+@njit(parallel=True, cache=True, fastmath=_EXP_FLAGS)  # no reassociation: see above GELU_CHUNK
 def _gelu_backward_flat(x, dy, tanh_form, c, e, dx):
     c0, c1, c2, c3, c4, c5, c6, c7, c8 = c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]
     n = x.shape[0]

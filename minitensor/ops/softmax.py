@@ -7,8 +7,6 @@ The readable kernels are in backends/numpy_backend.py; the fused ones in
 backends/numba_backend.py.
 """
 
-import numpy as np
-
 from .. import backends
 from ..autograd import Function
 from .axes import check_mask, normalize_axis

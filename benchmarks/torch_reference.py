@@ -1,4 +1,8 @@
-"""The seeds' PyTorch code, written once for the tests that hold our models against it."""
+"""The seeds' PyTorch models, written once: the tests hold our models against them
+(tests/test_models.py) and the block benchmark times them (benchmarks/block.py).
+
+Importing this module imports torch; minitensor itself never does, so only code that
+compares with PyTorch imports it."""
 
 import torch
 from torch import nn

@@ -73,16 +73,19 @@ class _View:
 
     base                 the tensor that owns the memory (never itself a view)
     steps                ((Function, options), ...) that make this view from base
-    base_grad_fn         base.grad_fn when this view's grad_fn was made; differs once
-                         the base was changed in place while the graph was recorded
-    made_without_grad    made inside no_grad(): it never gets a grad_fn
+    version              the shared version when this view's grad_fn was made or checked
+    base_grad_fn         base.grad_fn then; differs once the base was changed in place
+                         while the graph was recorded
+    made_without_grad    made inside no_grad() from a tensor that requires grad: it has no
+                         grad_fn, and once the memory changes it cannot get a right one
     """
 
-    __slots__ = ("base", "steps", "base_grad_fn", "made_without_grad")
+    __slots__ = ("base", "steps", "version", "base_grad_fn", "made_without_grad")
 
     def __init__(self, base, steps, made_without_grad):
         self.base = base
         self.steps = steps
+        self.version = base._version_counter[0]
         self.base_grad_fn = base.grad_fn
         self.made_without_grad = made_without_grad
 
@@ -164,17 +167,29 @@ class Tensor:
 
     def _refresh_view(self):
         """Re-make a view's grad_fn from its base's, if the base was changed in place (with
-        the graph recorded) since the view's grad_fn was made."""
+        the graph recorded) since the view's grad_fn was made. Called before a view is used."""
         view = self._view
-        if view.made_without_grad or view.base_grad_fn is view.base.grad_fn:
+        if view.version == self._version_counter[0]:
             return
-        with autograd.enable_grad():
-            remade = view.base
-            for function, options in view.steps:
-                remade = function.apply(remade, **options)
-        self.grad_fn = remade.grad_fn
-        self._requires_grad = remade._requires_grad
-        view.base_grad_fn = view.base.grad_fn
+        if view.made_without_grad:
+            if not is_grad_enabled():
+                return
+            raise RuntimeError(
+                f"this tensor (shape {self.shape}) is a view made inside no_grad() of a tensor that "
+                f"requires grad, and that tensor (or another view of it) has since been changed in "
+                f"place with the graph recorded: which gradient the view should carry is ambiguous "
+                f"(PyTorch refuses it too). Make the view and the change both inside or both "
+                f"outside no_grad()."
+            )
+        if view.base_grad_fn is not view.base.grad_fn:
+            with autograd.enable_grad():
+                remade = view.base
+                for function, options in view.steps:
+                    remade = function.apply(remade, **options)
+            self.grad_fn = remade.grad_fn
+            self._requires_grad = remade._requires_grad
+            view.base_grad_fn = view.base.grad_fn
+        view.version = self._version_counter[0]
 
     # -- what it is -----------------------------------------------------------
 
@@ -435,6 +450,8 @@ class Tensor:
         view = self._view
         if view is not None:
             self._refresh_view()
+        if view is not None and view.made_without_grad and is_grad_enabled():
+            self._refuse_view_made_without_grad(symbol)
         records = is_grad_enabled() and (self._requires_grad or any(t._requires_grad for t in inputs))
         if records:
             self._check_can_record_inplace(symbol)
@@ -495,19 +512,20 @@ class Tensor:
                 )
             return
         base = view.base
-        if view.made_without_grad:
-            raise RuntimeError(
-                f"{symbol}: this tensor (shape {self.shape}) is a view made inside no_grad() of a "
-                f"tensor that requires grad, and is now changed in place while the graph is recorded; "
-                f"which gradient that should give is ambiguous (PyTorch refuses it too). Make the view "
-                f"outside no_grad(), or make the change inside no_grad() as well."
-            )
         if base.grad_fn is None and base._requires_grad:
             raise RuntimeError(
                 f"{symbol} on a view (shape {self.shape}) of a leaf tensor that requires grad (shape "
                 f"{base.shape}) would overwrite the values gradients are taken with respect to. "
                 f"Update parameters inside `with mt.no_grad():`, or use the out-of-place form."
             )
+
+    def _refuse_view_made_without_grad(self, symbol):
+        raise RuntimeError(
+            f"{symbol}: this tensor (shape {self.shape}) is a view made inside no_grad() of a "
+            f"tensor that requires grad, and is now changed in place with grad mode on; which "
+            f"gradient that should give is ambiguous (PyTorch refuses it too). Make the view "
+            f"outside no_grad(), or make the change inside no_grad() as well."
+        )
 
     def __iadd__(self, other):
         return self._apply_inplace(ops.Add, "+=", other)
@@ -530,6 +548,8 @@ class Tensor:
         self._check_writable("t[index] = value")
         if self._view is not None:
             self._refresh_view()
+            if self._view.made_without_grad and is_grad_enabled():
+                self._refuse_view_made_without_grad("t[index] = value")
         if is_grad_enabled() and (self._requires_grad or (isinstance(value, Tensor) and value._requires_grad)):
             raise RuntimeError(
                 f"t[index] = value on a tensor in the graph (shape {self.shape}) is not differentiable "

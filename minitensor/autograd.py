@@ -221,6 +221,7 @@ class Context:
         return self._saved
 
     def _check_unchanged(self, record, role):
+        """Raise if the changed tensor's array is one this node saved."""
         for array in self._saved:
             if id(array) == record.data_id:
                 raise RuntimeError(
@@ -231,7 +232,6 @@ class Context:
                     f"use the out-of-place form (x = x + y instead of x += y), or change a .clone() "
                     f"of the tensor."
                 )
-        return self._saved
 
     def free(self):
         """Drop the saved arrays (the memory an activation holds) after backward."""
@@ -308,7 +308,7 @@ class Function:
                     f"Tensor. Wrap arrays with mt.tensor(...); pass options such as axis= as keywords."
                 )
             if t._view is not None:  # a view whose base changed in place gets its grad_fn re-made
-                t._refresh_view()
+                t._refresh_view(cls.__name__)
         arrays = [t.data for t in inputs]
         needs_input_grad = tuple([t._requires_grad for t in inputs])
         ctx = Context(cls, needs_input_grad)
@@ -407,7 +407,7 @@ def walk(root, grad=None, retain_graph=False):
     from .tensor import Tensor
 
     if root._view is not None:
-        root._refresh_view()
+        root._refresh_view("backward()")
     if not root.requires_grad:
         raise RuntimeError(
             f"backward(): this tensor (shape {root.shape}) does not require grad and has no "

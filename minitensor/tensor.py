@@ -76,8 +76,8 @@ class _View:
     version              the shared version when this view's grad_fn was made or checked
     base_grad_fn         base.grad_fn then; differs once the base was changed in place
                          while the graph was recorded
-    made_without_grad    made inside no_grad() from a tensor that requires grad: it has no
-                         grad_fn, and once the memory changes it cannot get a right one
+    made_without_grad    made inside no_grad(): it has no grad_fn, and once its memory has
+                         changed and its base requires grad, it cannot get a right one
     """
 
     __slots__ = ("base", "steps", "version", "base_grad_fn", "made_without_grad")
@@ -162,20 +162,19 @@ class Tensor:
             base, steps = source, ()
         else:
             base, steps = source._view.base, source._view.steps
-        made_without_grad = base._requires_grad and not is_grad_enabled()
-        self._view = _View(base, steps + ((function, options),), made_without_grad)
+        self._view = _View(base, steps + ((function, options),), not is_grad_enabled())
 
-    def _refresh_view(self):
+    def _refresh_view(self, op):
         """Re-make a view's grad_fn from its base's, if the base was changed in place (with
         the graph recorded) since the view's grad_fn was made. Called before a view is used."""
         view = self._view
         if view.version == self._version_counter[0]:
             return
         if view.made_without_grad:
-            if not is_grad_enabled():
+            if not (is_grad_enabled() and view.base._requires_grad):
                 return
             raise RuntimeError(
-                f"this tensor (shape {self.shape}) is a view made inside no_grad() of a tensor that "
+                f"{op}: this tensor (shape {self.shape}) is a view made inside no_grad() of a tensor that "
                 f"requires grad, and that tensor (or another view of it) has since been changed in "
                 f"place with the graph recorded: which gradient the view should carry is ambiguous "
                 f"(PyTorch refuses it too). Make the view and the change both inside or both "
@@ -449,10 +448,11 @@ class Tensor:
         self._check_writable(symbol)
         view = self._view
         if view is not None:
-            self._refresh_view()
-        if view is not None and view.made_without_grad and is_grad_enabled():
-            self._refuse_view_made_without_grad(symbol)
+            self._refresh_view(symbol)
         records = is_grad_enabled() and (self._requires_grad or any(t._requires_grad for t in inputs))
+        if view is not None and view.made_without_grad and is_grad_enabled():
+            if records or view.base._requires_grad:
+                self._refuse_view_made_without_grad(symbol)
         if records:
             self._check_can_record_inplace(symbol)
             before = Tensor._from_op(self.data.copy(), self.grad_fn)
@@ -477,7 +477,7 @@ class Tensor:
         if records and view is not None:
             base.grad_fn = new_base.grad_fn
             base._requires_grad = True
-            self._refresh_view()
+            self._refresh_view(symbol)
         elif records:
             self.grad_fn = result.grad_fn
             self._requires_grad = True
@@ -547,8 +547,9 @@ class Tensor:
     def __setitem__(self, index, value):
         self._check_writable("t[index] = value")
         if self._view is not None:
-            self._refresh_view()
-            if self._view.made_without_grad and is_grad_enabled():
+            self._refresh_view("t[index] = value")
+            view = self._view
+            if view.made_without_grad and is_grad_enabled() and view.base._requires_grad:
                 self._refuse_view_made_without_grad("t[index] = value")
         if is_grad_enabled() and (self._requires_grad or (isinstance(value, Tensor) and value._requires_grad)):
             raise RuntimeError(

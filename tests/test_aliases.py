@@ -195,8 +195,22 @@ def test_inplace_with_grad_on_a_view_made_in_no_grad_is_refused_as_in_pytorch():
         y = x * 2.0
         with (mt.no_grad if lib is mt else torch.no_grad)():
             view = y[0:1]
-        with pytest.raises(RuntimeError, match="view was created in no_grad mode|view made inside no_grad"):
+        with pytest.raises(RuntimeError, match=r"view was created in no_grad mode|\*=: this tensor \(shape \(1,\)\) is a view made inside no_grad"):
             view *= x[1:]
+
+
+def test_a_view_made_in_no_grad_is_not_used_with_grad_after_a_change_as_in_pytorch():
+    for lib in (torch, mt):
+        x = (mt.tensor if lib is mt else torch.tensor)(np.array([1.0, 2.0]), requires_grad=True)
+        y = x * 2.0
+        no_grad = mt.no_grad if lib is mt else torch.no_grad
+        with no_grad():
+            view = y[0:1]
+            y += 1.0
+        with no_grad():
+            np.testing.assert_allclose(np.asarray(view * 2.0), [6.0])  # without the graph it is fine
+        with pytest.raises(RuntimeError, match="view was created in no_grad mode|Mul: this tensor .* made inside no_grad"):
+            view * 2.0
 
 
 def test_every_in_place_change_bumps_through_one_method():

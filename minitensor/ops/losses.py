@@ -44,7 +44,8 @@ class CrossEntropy(Function):
                 f"got targets of shape {target.shape}"
             )
         rows = np.moveaxis(logits, class_axis, -1).reshape(-1, num_classes)  # (M, C)
-        shifted = rows - rows.max(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore"):  # a row of only -inf logits gives nan, as in PyTorch
+            shifted = rows - rows.max(axis=1, keepdims=True)
         log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))  # (M, C)
 
         if soft:

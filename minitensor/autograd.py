@@ -170,6 +170,8 @@ class Context:
     _hooks = ()  # per-node list, created on first register_hook
     _retained = None  # weak reference to a non-leaf tensor that called retain_grad()
     _saved = ()
+    _input_versions = ()  # a Version per input, and one for the output, when the node saved arrays
+    _output_version = None
     _freed = False
     _site = None  # (file, line) in your code, recorded while mt.debug's tools are active
     label = None  # the name you gave the tensor this node made (t.name = "scores")
@@ -214,10 +216,12 @@ class Context:
         # Each input and the output was recorded with its version when the node was made.
         # If one of them has changed in place since, and its array is one we saved, our
         # saved values are no longer the ones forward used: refuse, as PyTorch does.
-        for position, record in enumerate(self._versions):
+        for position, record in enumerate(self._input_versions):
             if record.counter[0] != record.seen:
-                role = "output" if record is self._output_version else f"input {position}"
-                self._check_unchanged(record, role)
+                self._check_unchanged(record, f"input {position}")
+        record = self._output_version
+        if record is not None and record.counter[0] != record.seen:
+            self._check_unchanged(record, "output")
         return self._saved
 
     def _check_unchanged(self, record, role):
@@ -241,21 +245,19 @@ class Context:
 
     def _record(self, inputs, output):
         """Called by apply once the output Tensor exists: finish the node."""
-        edges, shapes, dtypes, versions = [], [], [], []
+        edges, shapes, dtypes = [], [], []
         for t in inputs:
             # where this input's gradient goes: the node that made it, or the leaf itself
             edges.append((t.grad_fn or t) if t._requires_grad else None)
             data = t.data
             shapes.append(data.shape)
             dtypes.append(data.dtype)
-            counter = t._version_counter
-            versions.append(Version(id(data), counter, counter[0]))
-        counter = output._version_counter  # a view's output shares its input's counter
-        self._output_version = Version(id(output.data), counter, counter[0])
-        versions.append(self._output_version)
         self.edges, self.input_shapes, self.input_dtypes = edges, shapes, dtypes
         self.output_shape = output.data.shape
-        self._versions = versions
+        if self._saved:  # only a node that saved arrays can be misled by an in-place change
+            self._input_versions = [Version(id(t.data), t._version_counter, t._version_counter[0]) for t in inputs]
+            counter = output._version_counter  # (a view's output shares its input's counter)
+            self._output_version = Version(id(output.data), counter, counter[0])
 
 
 _Tensor = None

@@ -90,13 +90,6 @@ class _View:
         self.made_without_grad = made_without_grad
 
 
-def _shares_memory(view, source):
-    """Did a view op return a view of `source` (True), or a copy (reshape of a transposed
-    array copies)? NumPy and CuPy point a view's .base at the array that owns the memory."""
-    owner = source if source.base is None else source.base
-    return view.base is not None and view.base is owner
-
-
 # ----------------------------------------------------------------------------
 # Tensor
 # ----------------------------------------------------------------------------
@@ -155,14 +148,16 @@ class Tensor:
     def _become_view_of(self, source, function, options):
         """Called by Function.apply after a view op (function.returns_view): share the source's
         version counter when the output really shares its memory (a reshape may copy)."""
-        if not _shares_memory(self.data, source.data):
-            return
+        # NumPy and CuPy point a view's .base at the array that owns the memory
+        owner = source.data if source.data.base is None else source.data.base
+        if self.data.base is None or self.data.base is not owner:
+            return  # a copy (reshape of a transposed array copies)
         self._version_counter = source._version_counter
         if source._view is None:
             base, steps = source, ()
         else:
             base, steps = source._view.base, source._view.steps
-        self._view = _View(base, steps + ((function, options),), not is_grad_enabled())
+        self._view = _View(base, steps + ((function, options),), not autograd._grad_enabled)
 
     def _refresh_view(self, op):
         """Re-make a view's grad_fn from its base's, if the base was changed in place (with

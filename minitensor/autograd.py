@@ -40,6 +40,7 @@ have the broadcast shape of the output: the engine sums it back down.
 
 import linecache
 import os
+from typing import NamedTuple
 
 import numpy as np
 
@@ -139,6 +140,20 @@ def summed_axes(grad_shape, shape):
 # ----------------------------------------------------------------------------
 
 
+class Version(NamedTuple):
+    """What a node remembers of one input (or its output): which array, and its version then.
+
+    Every Tensor holds a version counter that each in-place change bumps. The counter is a
+    one-element list, not an int, so that tensors sharing memory (a view and its base, a
+    tensor and its detach()) can hold the same list: a bump through any of them is seen by
+    every node that recorded any of them.
+    """
+
+    data_id: int  # id() of the array, to match it against the arrays the node saved
+    counter: list  # the tensor's version counter (shared by all aliases of its memory)
+    seen: int  # counter[0] when the node was made
+
+
 class Context:
     """One recorded call of a Function: the graph node a Tensor's `grad_fn` points to.
 
@@ -155,6 +170,8 @@ class Context:
     _hooks = ()  # per-node list, created on first register_hook
     _retained = None  # weak reference to a non-leaf tensor that called retain_grad()
     _saved = ()
+    _input_versions = ()  # a Version per input, and one for the output, when the node saved arrays
+    _output_version = None
     _freed = False
     _site = None  # (file, line) in your code, recorded while mt.debug's tools are active
     label = None  # the name you gave the tensor this node made (t.name = "scores")
@@ -196,22 +213,29 @@ class Context:
                 f"arrays were freed by the first backward() to save memory. If you need to "
                 f"call backward twice, pass retain_graph=True to the first call."
             )
-        # Each input (and the output) was recorded with its version when the node was made.
+        # Each input and the output was recorded with its version when the node was made.
         # If one of them has changed in place since, and its array is one we saved, our
         # saved values are no longer the ones forward used: refuse, as PyTorch does.
-        for position, (data_id, counter, expected) in enumerate(self._versions):
-            if counter[0] != expected:
-                for array in self._saved:
-                    if id(array) == data_id:
-                        role = "output" if position == len(self.edges) else f"input {position}"
-                        raise RuntimeError(
-                            f"{self.name}.backward needs its saved {role} (a {array.dtype} tensor "
-                            f"of shape {array.shape}), but an in-place operation changed that tensor "
-                            f"after {self.name} saved it: it is at version {counter[0]}; {self.name} "
-                            f"expected version {expected}. Hint: use the out-of-place form "
-                            f"(x = x + y instead of x += y), or change a .clone() of the tensor."
-                        )
+        for position, record in enumerate(self._input_versions):
+            if record.counter[0] != record.seen:
+                self._check_unchanged(record, f"input {position}")
+        record = self._output_version
+        if record is not None and record.counter[0] != record.seen:
+            self._check_unchanged(record, "output")
         return self._saved
+
+    def _check_unchanged(self, record, role):
+        """Raise if the changed tensor's array is one this node saved."""
+        for array in self._saved:
+            if id(array) == record.data_id:
+                raise RuntimeError(
+                    f"{self.name}.backward needs its saved {role} (a {array.dtype} tensor of shape "
+                    f"{array.shape}), but an in-place operation changed that tensor (or a view or "
+                    f"detach() of it, which share its memory) after {self.name} saved it: it is at "
+                    f"version {record.counter[0]}; {self.name} expected version {record.seen}. Hint: "
+                    f"use the out-of-place form (x = x + y instead of x += y), or change a .clone() "
+                    f"of the tensor."
+                )
 
     def free(self):
         """Drop the saved arrays (the memory an activation holds) after backward."""
@@ -221,19 +245,19 @@ class Context:
 
     def _record(self, inputs, output):
         """Called by apply once the output Tensor exists: finish the node."""
-        edges, shapes, dtypes, versions = [], [], [], []
+        edges, shapes, dtypes = [], [], []
         for t in inputs:
             # where this input's gradient goes: the node that made it, or the leaf itself
-            edges.append((t.grad_fn or t) if t.requires_grad else None)
+            edges.append((t.grad_fn or t) if t._requires_grad else None)
             data = t.data
             shapes.append(data.shape)
             dtypes.append(data.dtype)
-            counter = t._version_counter
-            versions.append((id(data), counter, counter[0]))
-        versions.append((id(output.data), output._version_counter, 0))
         self.edges, self.input_shapes, self.input_dtypes = edges, shapes, dtypes
         self.output_shape = output.data.shape
-        self._versions = versions
+        if self._saved:  # only a node that saved arrays can be misled by an in-place change
+            self._input_versions = [Version(id(t.data), t._version_counter, t._version_counter[0]) for t in inputs]
+            counter = output._version_counter  # (a view's output shares its input's counter)
+            self._output_version = Version(id(output.data), counter, counter[0])
 
 
 _Tensor = None
@@ -258,7 +282,13 @@ class Function:
     backward(ctx, grad) -> one gradient per input
         Given grad = dL/d(output), return dL/d(input) for each input (a tuple
         when there are several; None where ctx.needs_input_grad is False).
+    returns_view
+        True for ops whose output may share its first input's memory (reshape, transpose,
+        expand, basic indexing): the output then shares that input's version counter, so
+        an in-place change through either is seen by every node that saved the other.
     """
+
+    returns_view = False
 
     @staticmethod
     def forward(ctx, *arrays, **options):
@@ -279,8 +309,10 @@ class Function:
                     f"{cls.__name__}.apply: argument {position} is a {type(t).__name__}, not a "
                     f"Tensor. Wrap arrays with mt.tensor(...); pass options such as axis= as keywords."
                 )
+            if t._view is not None:  # a view whose base changed in place gets its grad_fn re-made
+                t._refresh_view(cls.__name__)
         arrays = [t.data for t in inputs]
-        needs_input_grad = tuple([t.requires_grad for t in inputs])
+        needs_input_grad = tuple([t._requires_grad for t in inputs])
         ctx = Context(cls, needs_input_grad)
         try:
             output = cls.forward(ctx, *arrays, **options)
@@ -297,8 +329,19 @@ class Function:
         if _observer is not None:
             _observer.after_forward(cls, ctx, arrays, options, output)
         if not (_grad_enabled and True in needs_input_grad):
-            return Tensor._from_op(output, None)
+            result = Tensor._from_op(output, None)
+            if cls.returns_view:
+                result._become_view_of(inputs[0], cls, options)
+            return result
+        if output.dtype.kind == "c":
+            raise TypeError(
+                f"{cls.__name__}: the result is complex ({output.dtype}, shape {output.shape}) and an "
+                f"input requires grad; minitensor differentiates real functions only, so complex "
+                f"gradients would be wrong. Keep real and imaginary parts as two float tensors."
+            )
         result = Tensor._from_op(output, ctx)
+        if cls.returns_view:
+            result._become_view_of(inputs[0], cls, options)
         ctx._record(inputs, result)
         return result
 
@@ -365,6 +408,8 @@ def walk(root, grad=None, retain_graph=False):
     mt.debug.backward_steps is built on it."""
     from .tensor import Tensor
 
+    if root._view is not None:
+        root._refresh_view("backward()")
     if not root.requires_grad:
         raise RuntimeError(
             f"backward(): this tensor (shape {root.shape}) does not require grad and has no "

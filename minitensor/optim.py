@@ -40,7 +40,7 @@ class Optimizer:
                 for p in group["params"]:
                     if p.grad is not None:
                         self.update(p, p.grad, group, self.state.setdefault(id(p), {}))
-                        p._version_counter[0] += 1  # the parameter changed in place
+                        p._bump_version()  # the parameter changed in place
 
     def update(self, p, grad, group, state):
         raise NotImplementedError

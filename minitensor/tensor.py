@@ -48,12 +48,46 @@ def _as_array(data, dtype=None):
 
 
 def _check_can_require_grad(array, requires_grad):
-    if requires_grad and array.dtype.kind not in "fc":
+    if requires_grad and array.dtype.kind == "c":
+        raise TypeError(
+            f"complex tensors cannot require gradients in minitensor (this one has shape "
+            f"{array.shape} and dtype {array.dtype}): its ops differentiate real functions only, "
+            f"so complex gradients would be wrong. Keep the real and imaginary parts as two "
+            f"float tensors."
+        )
+    if requires_grad and array.dtype.kind != "f":
         raise TypeError(
             f"only floating-point tensors can require gradients, but this tensor "
             f"(shape {array.shape}) has dtype {array.dtype}. Create it as floats, e.g. "
             f"mt.tensor(x, dtype='float32', requires_grad=True)."
         )
+
+
+class _View:
+    """How a view (reshape, transpose, expand, basic slicing, ...) was made from the tensor
+    that owns its memory, so that its graph can be rebuilt after an in-place change.
+
+    An in-place op through a view changes its base too, and one on the base changes every
+    view: each then needs a new grad_fn that goes through the op. PyTorch does the same:
+    the base gets a CopySlices node, and a view's grad_fn is re-made from the base's.
+
+    base                 the tensor that owns the memory (never itself a view)
+    steps                ((Function, options), ...) that make this view from base
+    version              the shared version when this view's grad_fn was made or checked
+    base_grad_fn         base.grad_fn then; differs once the base was changed in place
+                         while the graph was recorded
+    made_without_grad    made inside no_grad(): it has no grad_fn, and once its memory has
+                         changed and its base requires grad, it cannot get a right one
+    """
+
+    __slots__ = ("base", "steps", "version", "base_grad_fn", "made_without_grad")
+
+    def __init__(self, base, steps, made_without_grad):
+        self.base = base
+        self.steps = steps
+        self.version = base._version_counter[0]
+        self.base_grad_fn = base.grad_fn
+        self.made_without_grad = made_without_grad
 
 
 # ----------------------------------------------------------------------------
@@ -71,7 +105,9 @@ class Tensor:
     name           an optional label of yours, shown in repr and in the debugging tools
     """
 
-    __slots__ = ("data", "grad", "requires_grad", "grad_fn", "_name", "_hooks", "_version_counter", "__weakref__")
+    __slots__ = (
+        "data", "grad", "_requires_grad", "grad_fn", "_name", "_hooks", "_version_counter", "_view", "__weakref__"
+    )
     __array_ufunc__ = None  # numpy_array + tensor calls Tensor.__radd__ instead of looping in NumPy
 
     def __init__(self, data, requires_grad=False, dtype=None, name=None):
@@ -79,11 +115,14 @@ class Tensor:
         _check_can_require_grad(array, requires_grad)
         self.data = array
         self.grad = None
-        self.requires_grad = bool(requires_grad)
+        self._requires_grad = bool(requires_grad)
         self.grad_fn = None
         self._name = name
         self._hooks = ()
-        self._version_counter = [0]  # bumped by every in-place change; see Context.saved_tensors
+        # Bumped by every in-place change (see Context.saved_tensors). A one-element list, so
+        # that tensors sharing memory (views, detach()) can share it: one list object, one count.
+        self._version_counter = [0]
+        self._view = None  # a _View when this tensor is a view of another's memory
 
     @classmethod
     def _from_op(cls, array, grad_fn):
@@ -91,12 +130,60 @@ class Tensor:
         tensor = object.__new__(cls)
         tensor.data = array
         tensor.grad = None
-        tensor.requires_grad = grad_fn is not None
+        tensor._requires_grad = grad_fn is not None
         tensor.grad_fn = grad_fn
         tensor._name = None
         tensor._hooks = ()
         tensor._version_counter = [0]
+        tensor._view = None
         return tensor
+
+    # -- memory shared with other tensors -------------------------------------
+
+    def _bump_version(self):
+        """Record an in-place change of self.data: every node that saved this memory (through
+        this tensor or any view or detached alias of it) will refuse to run its backward."""
+        self._version_counter[0] += 1
+
+    def _become_view_of(self, source, function, options):
+        """Called by Function.apply after a view op (function.returns_view): share the source's
+        version counter when the output really shares its memory (a reshape may copy)."""
+        # NumPy and CuPy point a view's .base at the array that owns the memory
+        owner = source.data if source.data.base is None else source.data.base
+        if self.data.base is None or self.data.base is not owner:
+            return  # a copy (reshape of a transposed array copies)
+        self._version_counter = source._version_counter
+        if source._view is None:
+            base, steps = source, ()
+        else:
+            base, steps = source._view.base, source._view.steps
+        self._view = _View(base, steps + ((function, options),), not autograd._grad_enabled)
+
+    def _refresh_view(self, op):
+        """Re-make a view's grad_fn from its base's, if the base was changed in place (with
+        the graph recorded) since the view's grad_fn was made. Called before a view is used."""
+        view = self._view
+        if view.version == self._version_counter[0]:
+            return
+        if view.made_without_grad:
+            if not (is_grad_enabled() and view.base._requires_grad):
+                return
+            raise RuntimeError(
+                f"{op}: this tensor (shape {self.shape}) is a view made inside no_grad() of a tensor that "
+                f"requires grad, and that tensor (or another view of it) has since been changed in "
+                f"place with the graph recorded: which gradient the view should carry is ambiguous "
+                f"(PyTorch refuses it too). Make the view and the change both inside or both "
+                f"outside no_grad()."
+            )
+        if view.base_grad_fn is not view.base.grad_fn:
+            with autograd.enable_grad():
+                remade = view.base
+                for function, options in view.steps:
+                    remade = function.apply(remade, **options)
+            self.grad_fn = remade.grad_fn
+            self._requires_grad = remade._requires_grad
+            view.base_grad_fn = view.base.grad_fn
+        view.version = self._version_counter[0]
 
     # -- what it is -----------------------------------------------------------
 
@@ -126,6 +213,15 @@ class Tensor:
     @property
     def size(self):
         return self.data.size
+
+    @property
+    def requires_grad(self):
+        """Whether gradients flow to (and through) this tensor."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, requires_grad):
+        self.requires_grad_(requires_grad)
 
     @property
     def is_leaf(self):
@@ -179,8 +275,13 @@ class Tensor:
         return self.data.tolist()
 
     def detach(self):
-        """The same values (shared memory), cut from the graph: no grad flows back through it."""
-        return Tensor._from_op(self.data, None)
+        """The same values (shared memory), cut from the graph: no grad flows back through it.
+
+        It shares the version counter too: an in-place change through the detached tensor
+        is an in-place change of this one, and a node that saved it will refuse to backward."""
+        detached = Tensor._from_op(self.data, None)
+        detached._version_counter = self._version_counter
+        return detached
 
     def clone(self):
         """A copy with its own memory that stays in the graph (gradient flows back)."""
@@ -242,7 +343,7 @@ class Tensor:
         if self.grad_fn is not None and not requires_grad:
             raise RuntimeError("requires_grad_(False) on a non-leaf tensor: use .detach() instead")
         _check_can_require_grad(self.data, requires_grad)
-        self.requires_grad = requires_grad
+        self._requires_grad = bool(requires_grad)
         return self
 
     # -- arithmetic -----------------------------------------------------------
@@ -333,19 +434,24 @@ class Tensor:
 
         Nothing is changed until every check has passed. When the graph is being
         recorded, a copy of the old values takes self's place as the op's input,
-        and self becomes the op's output (as PyTorch rebases history).
+        and self becomes the op's output (as PyTorch rebases history). Through a
+        view, the base's history is rebased instead (a CopySlices node: the base
+        with the view's region replaced by the op's result), and the view's
+        grad_fn is re-made from the base's.
         """
         inputs = () if other is None else (self._coerce(other),)
-        records = is_grad_enabled() and (self.requires_grad or any(t.requires_grad for t in inputs))
-        if records and self.grad_fn is None and self.requires_grad:
-            raise RuntimeError(
-                f"{symbol} on a leaf tensor that requires grad (shape {self.shape}) would overwrite "
-                f"the values gradients are taken with respect to. Update parameters inside "
-                f"`with mt.no_grad():`, or use the out-of-place form."
-            )
+        self._check_writable(symbol)
+        view = self._view
+        if view is not None:
+            self._refresh_view(symbol)
+        records = is_grad_enabled() and (self._requires_grad or any(t._requires_grad for t in inputs))
+        if view is not None and view.made_without_grad and is_grad_enabled():
+            if records or view.base._requires_grad:
+                self._refuse_view_made_without_grad(symbol)
         if records:
+            self._check_can_record_inplace(symbol)
             before = Tensor._from_op(self.data.copy(), self.grad_fn)
-            before.requires_grad = self.requires_grad
+            before._requires_grad = self._requires_grad
         else:
             before = Tensor._from_op(self.data, None)
         result = function.apply(before, *inputs, **options)
@@ -356,12 +462,65 @@ class Tensor:
             )
         if not np.can_cast(result.dtype, self.dtype, casting="same_kind"):
             raise TypeError(f"{symbol}: a {result.dtype} result cannot be stored in place in a {self.dtype} tensor")
+        if records and view is not None:  # made before the write: it reads the base's old values
+            base = view.base
+            base_before = Tensor._from_op(base.data, base.grad_fn)
+            base_before._requires_grad = base._requires_grad
+            new_base = ops.CopySlices.apply(base_before, result, steps=view.steps)
         np.copyto(self.data, result.data, casting="same_kind")
-        self._version_counter[0] += 1
-        if records:
+        self._bump_version()
+        if records and view is not None:
+            base.grad_fn = new_base.grad_fn
+            base._requires_grad = True
+            self._refresh_view(symbol)
+        elif records:
             self.grad_fn = result.grad_fn
-            self.requires_grad = True
+            self._requires_grad = True
         return self
+
+    def _check_writable(self, symbol):
+        """Refuse, before anything changes, a write that cannot mean one thing."""
+        data = self.data
+        if any(stride == 0 and n > 1 for n, stride in zip(data.shape, data.strides)):
+            raise RuntimeError(
+                f"{symbol}: this tensor (shape {self.shape}) is an expanded (broadcast) view: several "
+                f"of its elements are one memory location, so an in-place write would change all "
+                f"of them at once. Write into a copy (t = t.clone()), or use the out-of-place form "
+                f"(t = t + 1)."
+            )
+        if not getattr(data.flags, "writeable", True):  # (CuPy arrays have no such flag)
+            raise RuntimeError(
+                f"{symbol}: this tensor's array (shape {self.shape}) is read-only (a view of an "
+                f"expanded tensor, or a read-only NumPy array), so it cannot be changed in place. "
+                f"Write into a copy (t = t.clone()), or use the out-of-place form."
+            )
+
+    def _check_can_record_inplace(self, symbol):
+        """The in-place changes PyTorch refuses while recording the graph, refused the same way."""
+        view = self._view
+        if view is None:
+            if self.grad_fn is None and self._requires_grad:
+                raise RuntimeError(
+                    f"{symbol} on a leaf tensor that requires grad (shape {self.shape}) would overwrite "
+                    f"the values gradients are taken with respect to. Update parameters inside "
+                    f"`with mt.no_grad():`, or use the out-of-place form."
+                )
+            return
+        base = view.base
+        if base.grad_fn is None and base._requires_grad:
+            raise RuntimeError(
+                f"{symbol} on a view (shape {self.shape}) of a leaf tensor that requires grad (shape "
+                f"{base.shape}) would overwrite the values gradients are taken with respect to. "
+                f"Update parameters inside `with mt.no_grad():`, or use the out-of-place form."
+            )
+
+    def _refuse_view_made_without_grad(self, symbol):
+        raise RuntimeError(
+            f"{symbol}: this tensor (shape {self.shape}) is a view made inside no_grad() of a "
+            f"tensor that requires grad, and is now changed in place with grad mode on; which "
+            f"gradient that should give is ambiguous (PyTorch refuses it too). Make the view "
+            f"outside no_grad(), or make the change inside no_grad() as well."
+        )
 
     def __iadd__(self, other):
         return self._apply_inplace(ops.Add, "+=", other)
@@ -381,14 +540,20 @@ class Tensor:
         return self._apply_inplace(ops.MaskedFill, "masked_fill_", mask=mask, value=value)
 
     def __setitem__(self, index, value):
-        if is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
+        self._check_writable("t[index] = value")
+        if self._view is not None:
+            self._refresh_view("t[index] = value")
+            view = self._view
+            if view.made_without_grad and is_grad_enabled() and view.base._requires_grad:
+                self._refuse_view_made_without_grad("t[index] = value")
+        if is_grad_enabled() and (self._requires_grad or (isinstance(value, Tensor) and value._requires_grad)):
             raise RuntimeError(
                 f"t[index] = value on a tensor in the graph (shape {self.shape}) is not differentiable "
                 f"in minitensor. Build the result out of place (mt.where, mt.cat, masked_fill), or "
                 f"do it inside `with mt.no_grad():`."
             )
         self.data[_index_arrays(index)] = value.data if isinstance(value, Tensor) else value
-        self._version_counter[0] += 1
+        self._bump_version()
 
     # -- elementwise functions ----------------------------------------------
 

@@ -9,7 +9,7 @@ from ..random import generator
 
 def _fill(tensor, values):
     tensor.data[...] = values.astype(tensor.dtype)
-    tensor._version_counter[0] += 1
+    tensor._bump_version()
     return tensor
 
 

@@ -176,7 +176,7 @@ class Module:
             for name, parameter in own.items():
                 if name in state:
                     np.copyto(parameter.data, np.asarray(state[name]), casting="same_kind")
-                    parameter._version_counter[0] += 1
+                    parameter._bump_version()
         return missing, unexpected
 
     def save(self, path):

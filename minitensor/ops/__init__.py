@@ -9,5 +9,5 @@ from .elementwise import (
 from .linalg import MatMul
 from .losses import CrossEntropy, MSELoss
 from .reduce import Max, Mean, Min, Sum, Var
-from .shape import Cat, Expand, Index, Reshape, Stack, Transpose
+from .shape import Cat, CopySlices, Expand, Index, Reshape, Stack, Transpose
 from .softmax import LogSoftmax, Softmax

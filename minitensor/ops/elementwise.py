@@ -41,7 +41,10 @@ class Mul(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
+        # Save only what backward will read (as PyTorch does): dL/da needs b, dL/db needs a. A
+        # tensor changed in place after this is then an error only if its values are needed.
+        needs_a, needs_b = ctx.needs_input_grad
+        ctx.save_for_backward(a if needs_b else None, b if needs_a else None)
         return a * b
 
     @staticmethod
@@ -59,7 +62,8 @@ class Div(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
+        needs_a, needs_b = ctx.needs_input_grad
+        ctx.save_for_backward(a if needs_b else None, b)  # only dL/db needs a (see Mul)
         return a / b
 
     @staticmethod
@@ -94,7 +98,7 @@ class Pow(Function):
     @staticmethod
     def forward(ctx, a, b):
         y = a**b
-        ctx.save_for_backward(a, b, y)
+        ctx.save_for_backward(a, b, y if ctx.needs_input_grad[1] else None)  # only dL/db needs y (see Mul)
         return y
 
     @staticmethod

@@ -23,7 +23,7 @@ class CrossEntropy(Function):
     target distribution of one row is q = (1 - eps) onehot(t) + eps / C, and
         loss = -sum_c q_c log p_c,           dloss/dlogits = p * sum_c q_c - q.
     Rows whose target is ignore_index contribute nothing and are not counted in
-    the mean. (If every row is ignored the mean is 0 / 0 = nan, as in PyTorch.)
+    the mean. (If every row is ignored the mean is 0 / 0 = nan and its gradient 0, as in PyTorch.)
     """
 
     @staticmethod
@@ -44,13 +44,15 @@ class CrossEntropy(Function):
                 f"got targets of shape {target.shape}"
             )
         rows = np.moveaxis(logits, class_axis, -1).reshape(-1, num_classes)  # (M, C)
-        shifted = rows - rows.max(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore"):  # a row of only -inf logits gives nan, as in PyTorch
+            shifted = rows - rows.max(axis=1, keepdims=True)
         log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))  # (M, C)
 
         if soft:
             q = np.moveaxis(target, class_axis, -1).reshape(-1, num_classes).astype(log_p.dtype)
             q = (1 - label_smoothing) * q + label_smoothing / num_classes
             counted = np.ones(len(rows), dtype=bool)
+            per_row = -(q * log_p).sum(axis=1)  # (M,); a -inf logit gives 0 * -inf = nan, as in PyTorch
         else:
             t = target.reshape(-1)
             counted = t != ignore_index
@@ -63,8 +65,13 @@ class CrossEntropy(Function):
             q = np.zeros_like(log_p)
             q[np.arange(len(t))[counted], t[counted]] = 1 - label_smoothing
             q[counted] += label_smoothing / num_classes  # ignored rows keep q = 0: no loss, no gradient
-
-        per_row = -(q * log_p).sum(axis=1)  # (M,)
+            # Pick each row's target log p rather than summing q * log p over all classes: a class
+            # masked out with a -inf logit has log p = -inf where q = 0, and 0 * -inf is nan.
+            target_log_p = np.zeros(len(t), dtype=log_p.dtype)
+            target_log_p[counted] = log_p[np.arange(len(t))[counted], t[counted]]
+            per_row = -(1 - label_smoothing) * target_log_p  # (M,)
+            if label_smoothing > 0:
+                per_row = per_row - label_smoothing / num_classes * np.where(counted, log_p.sum(axis=1), 0)
         ctx.save_for_backward(log_p, q)
         ctx.logits_shape, ctx.class_axis, ctx.reduction = logits.shape, class_axis, reduction
         ctx.count = int(counted.sum())
@@ -82,9 +89,10 @@ class CrossEntropy(Function):
         grad_rows = p * q.sum(axis=1, keepdims=True) - q  # (M, C): dloss_row / dlogits
         if ctx.reduction == "none":
             grad_rows = grad_rows * grad.reshape(-1, 1)
+        elif ctx.reduction == "mean" and ctx.count == 0:
+            grad_rows = np.zeros_like(grad_rows)  # every row ignored: the loss is 0/0, no row moves it (as PyTorch)
         elif ctx.reduction == "mean":
-            with np.errstate(invalid="ignore", divide="ignore"):
-                grad_rows = grad_rows * (grad / ctx.count)
+            grad_rows = grad_rows * (grad / ctx.count)
         else:
             grad_rows = grad_rows * grad
         class_axis = ctx.class_axis

@@ -64,15 +64,21 @@ class Var(Function):
         count = int(np.prod([x.shape[a] for a in axes]))
         centered = x - x.mean(axis=axes, keepdims=True)
         ctx.save_for_backward(centered)
-        ctx.axes, ctx.keepdims, ctx.divisor = axes, keepdims, count - ddof
-        return (centered * centered).sum(axis=axes, keepdims=keepdims) / (count - ddof)
+        # With ddof >= n there are no degrees of freedom left: divide by 0, as NumPy does,
+        # so the variance is inf (nan for constant values) and so is its gradient, never a
+        # number of the wrong sign.
+        divisor = centered.dtype.type(max(count - ddof, 0))
+        ctx.axes, ctx.keepdims, ctx.divisor = axes, keepdims, divisor
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (centered * centered).sum(axis=axes, keepdims=keepdims) / divisor
 
     @staticmethod
     def backward(ctx, grad):
         # BEGIN SOLUTION reductions
         (centered,) = ctx.saved_tensors
         grad = _restore_axes(grad, ctx.axes, ctx.keepdims)
-        return grad * 2 * centered / ctx.divisor
+        with np.errstate(divide="ignore", invalid="ignore"):  # ddof >= n: inf and nan, as the forward
+            return grad * 2 * centered / ctx.divisor
         # END SOLUTION
 
 

@@ -6,15 +6,18 @@ Their backward moves the gradient back to where each value came from.
 
 import numpy as np
 
-from ..autograd import Function
+from ..autograd import Context, Function
 from .axes import normalize_axis
 
 
 class Reshape(Function):
     """y = x with a new shape (same values in the same order).   dL/dx = grad reshaped back.
 
-    reshape, view, squeeze and unsqueeze are all this op.
+    reshape, view, squeeze and unsqueeze are all this op. The output is a view of x
+    (shared memory) when NumPy can reshape without copying, as in PyTorch.
     """
+
+    returns_view = True
 
     @staticmethod
     def forward(ctx, x, shape):
@@ -37,8 +40,10 @@ class Transpose(Function):
     """y = x with its axes permuted: y.shape[i] = x.shape[axes[i]].
 
     dL/dx = grad permuted by the inverse permutation (argsort of axes).
-    transpose, permute, swapaxes and .T are all this op.
+    transpose, permute, swapaxes and .T are all this op. The output is a view of x.
     """
+
+    returns_view = True
 
     @staticmethod
     def forward(ctx, x, axes):
@@ -56,20 +61,25 @@ class Transpose(Function):
 
 
 class Expand(Function):
-    """y = x broadcast to `shape` (a read-only view, nothing is copied).
+    """y = x broadcast to `shape` (a view, nothing is copied).
 
     dL/dx = grad summed over the broadcast axes. This backward returns grad as
     it is: the engine's unbroadcast does the summing, as for every other op.
     """
 
+    returns_view = True
+
     @staticmethod
     def forward(ctx, x, shape):
         try:
-            return np.broadcast_to(x, shape)
+            y = np.broadcast_to(x, shape)
         except ValueError:
             raise ValueError(
                 f"expand: a tensor of shape {x.shape} cannot be broadcast to shape {tuple(shape)}"
             ) from None
+        if y.size == x.size:  # nothing repeats (only size-1 axes were added): a writable view, as in PyTorch
+            return x.reshape(shape)
+        return y  # read-only: one memory location stands for several elements
 
     @staticmethod
     def backward(ctx, grad):
@@ -85,7 +95,10 @@ class Index(Function):
     index that appears twice (x[[0, 0]]) must receive both gradients; `+=` would
     keep only one. Basic indexing (ints, slices, None, ...) never selects an
     element twice, so there a plain assignment is exact, and much faster.
+    Basic indexing returns a view of x (shared memory), advanced indexing a copy.
     """
+
+    returns_view = True
 
     @staticmethod
     def forward(ctx, x, index):
@@ -93,6 +106,8 @@ class Index(Function):
             y = x[index]
         except IndexError as error:
             raise IndexError(f"index: {error} (tensor of shape {x.shape}, index {index!r})") from None
+        if not isinstance(y, np.ndarray) and _is_basic(index):
+            y = x[(index if isinstance(index, tuple) else (index,)) + (Ellipsis,)]  # a 0-d view, not a copied scalar
         ctx.index, ctx.input_shape = index, x.shape
         return y
 
@@ -114,6 +129,37 @@ def _is_basic(index):
         or (isinstance(part, (int, np.integer)) and not isinstance(part, (bool, np.bool_)))
         for part in parts
     )
+
+
+class CopySlices(Function):
+    """y = base with the region a view selects replaced by `values`: what an in-place op
+    through a view does to the view's base. (PyTorch's node of the same name.)
+
+    `steps` are the view ops ((Function, options), ...) that make the view from base.
+    dL/dbase = grad with the region set to 0 (those values were overwritten);
+    dL/dvalues = grad's region.
+    """
+
+    @staticmethod
+    def forward(ctx, base, values, steps):
+        ctx.steps = steps
+        y = base.copy()
+        _region(y, steps)[...] = values
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad_base = grad.copy()
+        _region(grad_base, ctx.steps)[...] = 0
+        grad_values = _region(grad, ctx.steps).copy()
+        return grad_base, grad_values
+
+
+def _region(array, steps):
+    """The view of `array` that the view ops in `steps` make (each step's forward, replayed)."""
+    for function, options in steps:
+        array = function.forward(Context(function, (False,)), array, **options)
+    return array
 
 
 class Cat(Function):

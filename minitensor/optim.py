@@ -120,7 +120,12 @@ def _check_settings(name, group):
     for key in ("lr", "eps", "weight_decay", "momentum", "dampening"):
         if key in group and not _is_number(group[key]):
             raise TypeError(f"{name}: {key} must be a number, got {_describe_value(group[key])}")
-    words = {"lr": "learning rate", "eps": "epsilon value", "weight_decay": "weight_decay value", "momentum": "momentum value"}
+    words = {
+        "lr": "learning rate",
+        "eps": "epsilon value",
+        "weight_decay": "weight_decay value",
+        "momentum": "momentum value",
+    }
     for key, word in words.items():
         if key in group and not 0.0 <= group[key]:  # `not <=` also refuses NaN
             raise ValueError(f"{name}: Invalid {word}: {group[key]!r} ({key} must be >= 0)")

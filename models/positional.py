@@ -130,7 +130,9 @@ class T5RelativeBias(Module):
         over S keys: entry (h, i, j) is the table's value for head h at bucket(j - (i + S - T))."""
         S = T if S is None else S
         if not 0 <= T <= S:
-            raise ValueError(f"T5RelativeBias: the queries must be the last T of the S keys (0 <= T <= S), got T={T}, S={S}")
+            raise ValueError(
+                f"T5RelativeBias: the queries must be the last T of the S keys (0 <= T <= S), got T={T}, S={S}"
+            )
         offsets = np.arange(S)[None, :] - (np.arange(T)[:, None] + S - T)  # (T, S): j - i
         buckets = t5_bucket(offsets, self.bidirectional, self.num_buckets, self.max_distance)
         return self.table(buckets).permute(2, 0, 1)  # (heads, T, S)

@@ -43,7 +43,11 @@ def test_learned_positions_match_an_embedding_of_positions(float64, T, start):
 
 @pytest.mark.parametrize(
     "T, start, message",
-    [(5, 3, r"positions up to 8 asked for, but the context is 7"), (-1, 0, r"T and start must be >= 0, got T=-1, start=0"), (2, -1, r"T and start must be >= 0, got T=2, start=-1")],
+    [
+        (5, 3, r"positions up to 8 asked for, but the context is 7"),
+        (-1, 0, r"T and start must be >= 0, got T=-1, start=0"),
+        (2, -1, r"T and start must be >= 0, got T=2, start=-1"),
+    ],
 )
 def test_learned_positions_outside_the_context_are_refused(T, start, message):
     with pytest.raises(ValueError, match=rf"LearnedPositions: {message}"):
@@ -113,5 +117,8 @@ def test_t5_relative_bias_matches_a_torch_table_of_buckets(float64, bidirectiona
 
 
 def test_t5_relative_bias_refuses_more_queries_than_keys():
-    with pytest.raises(ValueError, match=r"T5RelativeBias: the queries must be the last T of the S keys \(0 <= T <= S\), got T=5, S=3"):
+    with pytest.raises(
+        ValueError,
+        match=r"T5RelativeBias: the queries must be the last T of the S keys \(0 <= T <= S\), got T=5, S=3",
+    ):
         T5RelativeBias(heads=2)(5, 3)

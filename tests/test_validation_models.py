@@ -26,8 +26,11 @@ def float64():
         (lambda: MultiHeadAttention(8, 4, kv_heads=0), r"kv_heads must be a positive integer, got kv_heads=0"),
         (lambda: MultiHeadAttention(8, 3), r"d = 8 is not divisible by heads = 3"),
         (lambda: MultiHeadAttention(8, 4, kv_heads=3), r"heads = 4 is not a multiple of kv_heads = 3"),
-        (lambda: MultiHeadLatentAttention(8, 0, 4), r"MultiHeadLatentAttention: heads must be a positive integer, got heads=0"),
-        (lambda: MultiHeadLatentAttention(8, 2, 0), r"MultiHeadLatentAttention: d_latent must be a positive integer, got d_latent=0"),
+        (lambda: MultiHeadLatentAttention(8, 0, 4), r"MultiHeadLatentAttention: heads must be a positive integer"),
+        (
+            lambda: MultiHeadLatentAttention(8, 2, 0),
+            r"MultiHeadLatentAttention: d_latent must be a positive integer, got d_latent=0",
+        ),
     ],
 )
 def test_attention_sizes_are_checked_with_a_clear_error(make, message):
@@ -52,7 +55,10 @@ def test_a_bad_mask_with_a_kv_cache_raises_before_the_cache_grows(float64, kv_he
     assert fill_cache(mha, x, cache) == 3
     keys_before = cache.k.data.copy()
     wrong = np.zeros((1, 3), dtype=bool)  # the keys are 3 cached + 1 new = 4
-    with pytest.raises(ValueError, match=r"MultiHeadAttention: a mask of shape \(1, 3\) does not broadcast to the scores' shape \(2, 4, 1, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"MultiHeadAttention: a mask of shape \(1, 3\) does not broadcast to the scores' shape \(2, 4, 1, 4\)",
+    ):
         mha(x[:, 3:4], mask=wrong, cache=cache)
     assert len(cache) == 3
     np.testing.assert_array_equal(cache.k.data, keys_before)
@@ -67,7 +73,11 @@ def test_a_bad_mask_with_a_latent_cache_raises_before_the_cache_grows(float64):
     x = mt.tensor(np.random.default_rng(1).standard_normal((2, 5, 16)))
     cache = LatentCache()
     assert fill_cache(mla, x, cache) == 3
-    with pytest.raises(ValueError, match=r"MultiHeadLatentAttention: a mask of shape \(1, 3\) does not broadcast to the scores' shape \(2, 4, 1, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"MultiHeadLatentAttention: a mask of shape \(1, 3\) does not broadcast to the scores' shape \(2, 4, 1, "
+              r"4\)",
+    ):
         mla(x[:, 3:4], mask=np.zeros((1, 3), dtype=bool), cache=cache)
     assert len(cache) == 3
 
@@ -75,14 +85,26 @@ def test_a_bad_mask_with_a_latent_cache_raises_before_the_cache_grows(float64):
 def test_keys_of_another_batch_do_not_continue_a_cache():
     cache = KVCache()
     cache.update(mt.zeros(2, 4, 3, 8), mt.zeros(2, 4, 3, 8))
-    with pytest.raises(ValueError, match=r"KVCache.update: new keys of shape \(1, 4, 1, 8\) do not continue the cached keys of shape \(2, 4, 3, 8\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"KVCache.update: new keys of shape \(1, 4, 1, 8\) do not continue the cached keys of shape \(2, 4, 3, "
+              r"8\)",
+    ):
         cache.update(mt.zeros(1, 4, 1, 8), mt.zeros(1, 4, 1, 8))
-    with pytest.raises(ValueError, match=r"KVCache.update: keys of shape \(2, 4, 1, 8\) and values of shape \(2, 4, 2, 8\) must have the same shape"):
+    with pytest.raises(
+        ValueError,
+        match=r"KVCache.update: keys of shape \(2, 4, 1, 8\) and values of shape \(2, 4, 2, 8\) must have the same "
+              r"shape",
+    ):
         cache.update(mt.zeros(2, 4, 1, 8), mt.zeros(2, 4, 2, 8))
     assert len(cache) == 3
     latents = LatentCache()
     latents.update(mt.zeros(2, 3, 6))
-    with pytest.raises(ValueError, match=r"LatentCache.update: new latents of shape \(2, 1, 5\) do not continue the cached ones of shape \(2, 3, 6\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"LatentCache.update: new latents of shape \(2, 1, 5\) do not continue the cached ones of shape \(2, 3, "
+              r"6\)",
+    ):
         latents.update(mt.zeros(2, 1, 5))
     assert len(latents) == 3
 
@@ -93,7 +115,11 @@ def small_gpt():
 
 def test_gpt_given_one_sequence_without_a_batch_axis_says_how_to_add_it():
     model = small_gpt()
-    with pytest.raises(ValueError, match=r"GPT: expected token ids of shape \(batch, T\), got shape \(5,\); for one sequence add a batch axis: idx\[None\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"GPT: expected token ids of shape \(batch, T\), got shape \(5,\); for one sequence add a batch axis: "
+              r"idx\[None\]",
+    ):
         model(np.arange(5))
     with pytest.raises(ValueError, match=r"GPT.generate: expected token ids of shape \(batch, T\), got shape \(3,\)"):
         model.generate(np.arange(3), 2)
@@ -103,7 +129,8 @@ def test_gpt_given_one_sequence_without_a_batch_axis_says_how_to_add_it():
 @pytest.mark.parametrize(
     "idx, error, message",
     [
-        (np.zeros((1, 2, 3), dtype=np.int64), ValueError, r"GPT: expected token ids of shape \(batch, T\), got shape \(1, 2, 3\)$"),
+        (np.zeros((1, 2, 3), dtype=np.int64), ValueError,
+         r"GPT: expected token ids of shape \(batch, T\), got shape \(1, 2, 3\)$"),
         (np.zeros((1, 3)), TypeError, r"GPT: token ids must be integers, got dtype float64"),
         (np.int64(4), ValueError, r"got shape \(\)"),
     ],
@@ -115,5 +142,8 @@ def test_gpt_refuses_token_ids_of_another_shape_or_dtype(idx, error, message):
 
 def test_encoder_decoder_checks_both_sequences():
     model = EncoderDecoder(source_vocab=7, target_vocab=9, context=6, d=8, heads=2, layers=1)
-    with pytest.raises(ValueError, match=r"EncoderDecoder \(target\): expected token ids of shape \(batch, T\), got shape \(4,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"EncoderDecoder \(target\): expected token ids of shape \(batch, T\), got shape \(4,\)",
+    ):
         model(np.zeros((1, 3), dtype=np.int64), np.zeros(4, dtype=np.int64))

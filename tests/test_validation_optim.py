@@ -20,7 +20,10 @@ def two_parameters():
 
 def test_one_bare_parameter_is_refused_not_iterated_by_rows():
     p = nn.Parameter(np.ones(3))
-    with pytest.raises(TypeError, match=r"SGD: params should be an iterable of Tensors or of dicts.*got a Parameter of shape \(3,\).*SGD\(\[p\]"):
+    with pytest.raises(
+        TypeError,
+        match=r"SGD: params should be an iterable of Tensors or of dicts.*got a Parameter of shape \(3,\).*SGD\(\[p\]",
+    ):
         optim.SGD(p, lr=0.1)
     with pytest.raises(TypeError, match="iterable of Tensors or dicts"):
         torch.optim.SGD(torch.ones(3, requires_grad=True), lr=0.1)
@@ -79,7 +82,11 @@ def test_a_parameter_in_two_groups_is_refused_as_torch_does():
     with pytest.raises(ValueError, match="some parameters appear in more than one parameter group"):
         tw = torch.ones(2, requires_grad=True)
         torch.optim.SGD([{"params": [tw]}, {"params": [tw]}], lr=0.1)
-    with pytest.raises(ValueError, match=r"some parameters appear in more than one parameter group: parameter 0 of group 0 is also parameter 1 of group 1 \('w'\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"some parameters appear in more than one parameter group: parameter 0 of group 0 is also parameter 1 of "
+              r"group 1 \('w'\)",
+    ):
         optim.SGD([{"params": [w]}, {"params": [b, w]}], lr=0.1)
 
 
@@ -102,7 +109,9 @@ def test_a_non_leaf_tensor_is_refused():
         optim.SGD([w * 2], lr=0.1)
 
 
-@pytest.mark.parametrize("make", [lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9), lambda ps: optim.Adam(ps), lambda ps: optim.AdamW(ps)])
+@pytest.mark.parametrize(
+    "make", [lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9), lambda ps: optim.Adam(ps), lambda ps: optim.AdamW(ps)]
+)
 def test_a_gradient_of_the_wrong_shape_is_refused_before_any_update(make):
     w, b = two_parameters()
     opt = make([w, b])
@@ -110,7 +119,11 @@ def test_a_gradient_of_the_wrong_shape_is_refused_before_any_update(make):
     w.grad = np.ones((2, 3))
     b.grad = np.ones(1)  # would broadcast into b's update
     name = type(opt).__name__
-    with pytest.raises(ValueError, match=rf"{name}.step: the gradient of parameter 1 of group 0 \('b'\), shape \(3,\) has shape \(1,\), not the parameter's shape \(3,\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"{name}.step: the gradient of parameter 1 of group 0 \('b'\), shape \(3,\) has shape \(1,\), not the "
+              rf"parameter's shape \(3,\)",
+    ):
         opt.step()
     np.testing.assert_array_equal(w.data, before[0])  # the first parameter was not updated either
     np.testing.assert_array_equal(b.data, before[1])
@@ -122,7 +135,11 @@ def test_a_tensor_as_gradient_is_refused():
     w, b = two_parameters()
     opt = optim.SGD([w, b], lr=0.1)
     w.grad = mt.ones(2, 3)
-    with pytest.raises(TypeError, match=r"SGD.step: the gradient of parameter 0 of group 0 \('w'\), shape \(2, 3\) must be an array, got a Tensor"):
+    with pytest.raises(
+        TypeError,
+        match=r"SGD.step: the gradient of parameter 0 of group 0 \('w'\), shape \(2, 3\) must be an array, "
+              r"got a Tensor",
+    ):
         opt.step()
 
 
@@ -151,7 +168,9 @@ def test_valid_groups_and_settings_still_match_torch():
     ours = [nn.Parameter(a.copy()) for a in start]
     theirs = [torch.tensor(a.copy(), requires_grad=True) for a in start]
     opt = optim.Adam([{"params": [ours[0]], "lr": 0.0}, {"params": ours[1]}], lr=0.1, betas=(0.0, 0.5), eps=0.0)
-    topt = torch.optim.Adam([{"params": [theirs[0]], "lr": 0.0}, {"params": theirs[1]}], lr=0.1, betas=(0.0, 0.5), eps=0.0)
+    topt = torch.optim.Adam(
+        [{"params": [theirs[0]], "lr": 0.0}, {"params": theirs[1]}], lr=0.1, betas=(0.0, 0.5), eps=0.0
+    )
     for _ in range(3):
         grads = [rng.standard_normal(a.shape) for a in start]
         for p, t, g in zip(ours, theirs, grads):

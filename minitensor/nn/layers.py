@@ -117,7 +117,10 @@ class ModuleList(_Container):
 def _check_module(value, where):
     """A container holds Modules only: anything else would be stored as a plain attribute and skipped."""
     if not isinstance(value, Module):
-        shown = f"a {type(value).__name__} of shape {value.shape}" if hasattr(value, "shape") else f"{type(value).__name__} {value!r}"
+        if hasattr(value, "shape"):
+            shown = f"a {type(value).__name__} of shape {value.shape}"
+        else:
+            shown = f"{type(value).__name__} {value!r}"
         raise TypeError(f"{where} is {shown}, not a Module (a layer such as nn.Linear(3, 4))")
 
 

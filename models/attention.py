@@ -244,6 +244,10 @@ class MultiHeadLatentAttention(Module):
         self.w_o = Linear(d, d, bias=bias)
 
     def forward(self, x, mask=None, cache=None, is_causal=False):
+        if x.ndim != 3 or x.shape[-1] != self.d:
+            raise ValueError(
+                f"MultiHeadLatentAttention(d={self.d}): expected input (batch, T, {self.d}), got {x.shape}"
+            )
         B, T, _ = x.shape
         H = self.heads
         mask = _mask_as_array(mask)

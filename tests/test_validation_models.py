@@ -82,6 +82,11 @@ def test_a_bad_mask_with_a_latent_cache_raises_before_the_cache_grows(float64):
     assert len(cache) == 3
 
 
+def test_latent_attention_checks_its_input_shape():
+    with pytest.raises(ValueError, match=r"MultiHeadLatentAttention\(d=16\): expected input \(batch, T, 16\), got \(5, 16\)"):
+        MultiHeadLatentAttention(16, 4, d_latent=6)(mt.zeros(5, 16))
+
+
 def test_keys_of_another_batch_do_not_continue_a_cache():
     cache = KVCache()
     cache.update(mt.zeros(2, 4, 3, 8), mt.zeros(2, 4, 3, 8))

@@ -133,3 +133,11 @@ def test_loading_a_single_npy_array_is_refused_as_not_a_checkpoint(tmp_path):
     np.save(path, np.zeros(3))
     with pytest.raises(ValueError, match="is not a minitensor checkpoint"):
         Tiny().load(path)
+
+
+def test_loading_a_checkpoint_cut_short_says_it_is_incomplete(tmp_path):
+    whole, cut = tmp_path / "whole.npz", tmp_path / "cut.npz"
+    Tiny().save(whole)
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    with pytest.raises(ValueError, match=r"Module\.load: .*cut\.npz is a damaged or incomplete \.npz archive"):
+        Tiny().load(cut)

@@ -6,6 +6,7 @@ PyTorch: assigning a Parameter or a Module to `self.something` registers it.
 
 import os
 import re
+import zipfile
 from collections.abc import Mapping
 
 import numpy as np
@@ -222,8 +223,11 @@ class Module:
                 f"Module.load: {path} is not a minitensor checkpoint (an .npz archive written by "
                 f"Module.save); the file starts with {start!r}, not a zip archive's 'PK'"
             )
-        with np.load(path, allow_pickle=False) as archive:
-            state = {name: archive[name] for name in archive.files}
+        try:
+            with np.load(path, allow_pickle=False) as archive:
+                state = {name: archive[name] for name in archive.files}
+        except zipfile.BadZipFile as error:  # cut short by a copy or a download, not by save()
+            raise ValueError(f"Module.load: {path} is a damaged or incomplete .npz archive ({error})") from None
         return self.load_state_dict(state, strict=strict)
 
     # -- printing ---------------------------------------------------------------

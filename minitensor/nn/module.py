@@ -275,7 +275,8 @@ def _remove_stale_temporaries(folder, target):
 
 def _process_exists(pid):
     """Whether a process with this id is running (POSIX). Elsewhere we cannot ask cheaply
-    (os.kill(pid, 0) ends the process on Windows), so every other temporary counts as stale."""
+    (on Windows, os.kill(pid, 0) sends Ctrl+C instead of asking), so every other temporary
+    counts as stale."""
     if os.name != "posix":
         return False
     try:

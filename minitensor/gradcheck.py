@@ -31,6 +31,7 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, full_jacobian_limit=4
     eps         the finite-difference step
     atol, rtol  an element passes when |analytic - numeric| <= atol + rtol * |numeric|
     """
+    _check_tolerances(eps, atol, rtol)
     copies, checked = [], []
     for position, x in enumerate(inputs):
         if isinstance(x, Tensor) and x.dtype.kind == "f":
@@ -72,6 +73,16 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, full_jacobian_limit=4
                         atol, rtol, int(bad.sum()), bad.size, output)
             )
     return True
+
+
+def _check_tolerances(eps, atol, rtol):
+    """eps must be a positive step (eps = 0 divides 0 by 0, a negative one flips the
+    difference's sign); atol and rtol must not be negative (nothing could pass)."""
+    if not (isinstance(eps, (int, float, np.integer, np.floating)) and 0 < eps < np.inf):
+        raise ValueError(f"gradcheck: eps is the finite-difference step and must be a positive number, got eps={eps!r}")
+    for name, value in (("atol", atol), ("rtol", rtol)):
+        if not (isinstance(value, (int, float, np.integer, np.floating)) and 0 <= value < np.inf):
+            raise ValueError(f"gradcheck: {name} must be a number >= 0, got {name}={value!r}")
 
 
 def _full_jacobian(output, copies, checked, evaluate, eps):

@@ -4,27 +4,53 @@ Each optimizer keeps `param_groups`, a list of dicts with a "params" list and
 that group's settings, so weight decay can apply to matrices and not to gains
 and biases (see `decay_groups`). Updates happen in place on the parameters'
 arrays, as in torch.optim, and are checked step by step against it in the tests.
+
+Everything is checked before anything changes: the parameters and settings when
+the optimizer is made (with torch.optim's words), and at each step() the
+settings again (a schedule or a user may have changed them) and every gradient's
+shape, so a step either updates every parameter or none.
 """
 
 import math
+import numbers
 
 import numpy as np
 
 from .autograd import no_grad
+from .tensor import Tensor
 
 
 class Optimizer:
     def __init__(self, params, defaults):
+        name = type(self).__name__
+        if isinstance(params, (Tensor, dict, set)):
+            raise TypeError(
+                f"{name}: params should be an iterable of Tensors or of dicts (parameter groups), "
+                f"but got {_describe_value(params)}; pass a list, e.g. {name}([p], ...) or "
+                f"{name}(model.parameters(), ...)"
+            )
         params = list(params)
         if not params:
-            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+            raise ValueError(f"{name}: got an empty parameter list")
         groups = params if isinstance(params[0], dict) else [{"params": params}]
         self.param_groups = []
-        for group in groups:
+        for index, group in enumerate(groups):
+            if not isinstance(group, dict):
+                raise TypeError(
+                    f"{name}: params mixes parameter groups (dicts) with {_describe_value(group)} at "
+                    f"position {index}; give either Tensors or dicts, not both"
+                )
+            if "params" not in group:
+                raise ValueError(f"{name}: parameter group {index} has no 'params' entry")
             unknown = set(group) - set(defaults) - {"params"}
             if unknown:
-                raise ValueError(f"{type(self).__name__}: unknown settings {sorted(unknown)}")
-            self.param_groups.append({**defaults, **group, "params": list(group["params"])})
+                raise ValueError(f"{name}: unknown settings {sorted(unknown)}")
+            members = group["params"]
+            members = [members] if isinstance(members, Tensor) else list(members)
+            full = {**defaults, **group, "params": members}
+            _check_settings(name, full)
+            self.param_groups.append(full)
+        _check_parameters(name, self.param_groups)
         self.state = {}  # id(parameter) -> that parameter's running statistics
         self.step_count = 0
 
@@ -34,6 +60,10 @@ class Optimizer:
                 p.grad = None
 
     def step(self):
+        name = type(self).__name__
+        for group in self.param_groups:  # a schedule or a user may have changed a setting since
+            _check_settings(name, group)
+        _check_gradients(name, self.param_groups)
         self.step_count += 1
         with no_grad():
             for group in self.param_groups:
@@ -46,13 +76,98 @@ class Optimizer:
         raise NotImplementedError
 
 
+def _describe_value(value):
+    """'a Parameter of shape (3,)', 'int 3', 'str '0.1'': what a caller gave, for an error."""
+    if isinstance(value, Tensor):
+        return f"a {type(value).__name__} of shape {value.shape}"
+    return f"{type(value).__name__} {value!r}"
+
+
+def _describe_parameter(p, group_index, position):
+    label = f" ({p.name!r})" if p.name else ""
+    return f"parameter {position} of group {group_index}{label}, shape {p.shape}"
+
+
+def _check_parameters(name, groups):
+    """Every parameter is a leaf Tensor and appears once in all the groups (twice would update it twice)."""
+    seen = {}
+    for group_index, group in enumerate(groups):
+        for position, p in enumerate(group["params"]):
+            if not isinstance(p, Tensor):
+                raise TypeError(
+                    f"{name}: can only optimize Tensors, but parameter {position} of group {group_index} "
+                    f"is {_describe_value(p)}"
+                )
+            if p.grad_fn is not None:
+                raise ValueError(
+                    f"{name}: can't optimize a non-leaf Tensor ({_describe_parameter(p, group_index, position)} "
+                    f"was computed by {p.grad_fn.name}); optimize the Parameters it was computed from"
+                )
+            if id(p) in seen:
+                first_group, first_position = seen[id(p)]
+                where = "more than one parameter group" if first_group != group_index else f"group {group_index} twice"
+                raise ValueError(
+                    f"{name}: some parameters appear in {where}: parameter {first_position} of group "
+                    f"{first_group} is also {_describe_parameter(p, group_index, position)}; "
+                    f"each parameter must be listed once, or it is updated twice per step"
+                )
+            seen[id(p)] = (group_index, position)
+
+
+def _check_settings(name, group):
+    """Refuse what torch.optim refuses, with its words: a negative lr, eps, weight_decay or
+    momentum, betas outside [0, 1), and settings that are not numbers (lr="0.1")."""
+    for key in ("lr", "eps", "weight_decay", "momentum", "dampening"):
+        if key in group and not _is_number(group[key]):
+            raise TypeError(f"{name}: {key} must be a number, got {_describe_value(group[key])}")
+    words = {
+        "lr": "learning rate",
+        "eps": "epsilon value",
+        "weight_decay": "weight_decay value",
+        "momentum": "momentum value",
+    }
+    for key, word in words.items():
+        if key in group and not 0.0 <= group[key]:  # `not <=` also refuses NaN
+            raise ValueError(f"{name}: Invalid {word}: {group[key]!r} ({key} must be >= 0)")
+    if "betas" in group:
+        betas = group["betas"]
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2 or not all(_is_number(b) for b in betas):
+            raise TypeError(f"{name}: betas must be a pair of numbers (beta1, beta2), got {_describe_value(betas)}")
+        for index, beta in enumerate(betas):
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(f"{name}: Invalid beta parameter at index {index}: {beta!r} (betas must be in [0, 1))")
+    if group.get("nesterov") and (group["momentum"] <= 0 or group["dampening"] != 0):
+        raise ValueError(f"{name}: nesterov needs momentum > 0 and dampening = 0")
+
+
+def _is_number(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _check_gradients(name, groups):
+    """Each gradient is an array of its parameter's shape; a wrong one would be broadcast into the update."""
+    for group_index, group in enumerate(groups):
+        for position, p in enumerate(group["params"]):
+            grad = p.grad
+            if grad is None:
+                continue
+            if isinstance(grad, Tensor) or not hasattr(grad, "shape"):
+                raise TypeError(
+                    f"{name}.step: the gradient of {_describe_parameter(p, group_index, position)} must be "
+                    f"an array, got {_describe_value(grad)}; set p.grad to an array (t.data for a Tensor t)"
+                )
+            if tuple(grad.shape) != p.shape:
+                raise ValueError(
+                    f"{name}.step: the gradient of {_describe_parameter(p, group_index, position)} has shape "
+                    f"{tuple(grad.shape)}, not the parameter's shape {p.shape}; nothing was updated"
+                )
+
+
 class SGD(Optimizer):
     """p -= lr * v, with v = momentum * v + (1 - dampening) * (g + weight_decay * p)
     (v = g without momentum; nesterov uses g + momentum * v), as torch.optim.SGD."""
 
     def __init__(self, params, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
-        if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("SGD: nesterov needs momentum > 0 and dampening = 0")
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
         super().__init__(params, defaults)
 
@@ -114,7 +229,9 @@ def decay_groups(model, weight_decay):
 
 
 def clip_grad_norm_(parameters, max_norm):
-    """Scale every gradient by min(1, max_norm / total norm); return the total norm (before)."""
+    """Scale every gradient by min(1, max_norm / total norm); return the total norm (before).
+    `parameters` is an iterable of Tensors or one Tensor, as in torch.nn.utils."""
+    parameters = [parameters] if isinstance(parameters, Tensor) else parameters  # not its rows
     grads = [p.grad for p in parameters if p.grad is not None]
     total = math.sqrt(sum(float(np.sum(g.astype(np.float64) ** 2)) for g in grads))
     scale = max_norm / (total + 1e-6)

@@ -715,7 +715,9 @@ def _index_arrays(index):
     if isinstance(index, tuple):
         return tuple(i.data if isinstance(i, Tensor) else i for i in index)
     if isinstance(index, list):
-        return np.asarray(index)
+        array = np.asarray(index)
+        # an empty list selects nothing: NumPy indexes with it as integers, np.asarray makes floats
+        return array.astype(np.intp) if array.size == 0 else array
     return index
 
 

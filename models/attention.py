@@ -31,7 +31,8 @@ def padding_mask(lengths, T):
     return (np.arange(T)[None, :] >= lengths[:, None])[:, None, None, :]
 
 
-def _as_array(mask):
+def _mask_as_array(mask):
+    """A mask given as a Tensor, an array or nested lists, as a plain array (None stays None)."""
     return mask.data if isinstance(mask, mt.Tensor) else (None if mask is None else np.asarray(mask))
 
 
@@ -42,7 +43,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, return_wei
     scores held). With return_weights=True the scores are materialised so the
     weights can be returned: (output, weights). The two paths are tested equal.
     """
-    mask = _as_array(mask)
+    mask = _mask_as_array(mask)
     if not return_weights:
         return F.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal)
     # BEGIN SOLUTION attention_masks
@@ -91,6 +92,7 @@ class KVCache:
 
     def update(self, k, v):
         """Append (B, H_kv, t, d_head) keys and values; return everything cached so far."""
+        _check_continues(k, v, self.k, "KVCache.update")
         # BEGIN SOLUTION kv_cache
         if self.k is None:
             self.k, self.v = k.detach(), v.detach()
@@ -115,6 +117,25 @@ class KVCache:
         return 2 * layers * kv_width * bytes_per_number
 
 
+def _check_continues(k, v, cached, who):
+    """New keys and values must have the same shape as each other and match the cache on
+    every axis but the token axis (-2); checked before anything is appended."""
+    if k.shape != v.shape:
+        raise ValueError(f"{who}: keys of shape {k.shape} and values of shape {v.shape} must have the same shape")
+    if cached is not None and (k.shape[:-2] != cached.shape[:-2] or k.shape[-1] != cached.shape[-1]):
+        raise ValueError(
+            f"{who}: new keys of shape {k.shape} do not continue the cached keys of shape {cached.shape} "
+            f"(all axes but the token axis -2 must match); use a new cache for another batch or model"
+        )
+
+
+def _check_sizes(who, **sizes):
+    """Head counts and widths are positive integers."""
+    for name, value in sizes.items():
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"{who}: {name} must be a positive integer, got {name}={value!r}")
+
+
 class MultiHeadAttention(Module):
     """MultiHeadAttention(d, heads, kv_heads=None, bias=True): nn.MultiheadAttention's
     math, batch first, with grouped-query (kv_heads < heads) and multi-query (kv_heads = 1)
@@ -126,6 +147,7 @@ class MultiHeadAttention(Module):
     def __init__(self, d, heads, kv_heads=None, bias=True, qk_norm=False):
         super().__init__()
         kv_heads = heads if kv_heads is None else kv_heads
+        _check_sizes("MultiHeadAttention", d=d, heads=heads, kv_heads=kv_heads)
         if d % heads:
             raise ValueError(f"MultiHeadAttention: d = {d} is not divisible by heads = {heads}")
         if heads % kv_heads:
@@ -158,21 +180,19 @@ class MultiHeadAttention(Module):
             raise ValueError(f"MultiHeadAttention(d={self.d}): expected input (batch, T, {self.d}), got {x.shape}")
         B, T, _ = x.shape
         source = x if context is None else context  # cross-attention: keys and values from context
-        S = source.shape[1]
+        S = source.shape[1] + (0 if cache is None else len(cache))  # keys seen: the cached ones, then these
         H, G, dh = self.heads, self.heads // self.kv_heads, self.d_head
+        mask = _mask_as_array(mask)
+        if mask is not None:  # before the cache grows: a failed call must leave it as it was
+            check_mask_fits(mask, (B, H, T, S), "MultiHeadAttention")
 
         q = split_heads(self.w_q(x), H)  # (B, H, T, dh)
-        k = split_heads(self.w_k(source), self.kv_heads)  # (B, Hkv, S, dh)
-        v = split_heads(self.w_v(source), self.kv_heads)  # (B, Hkv, S, dh)
+        k = split_heads(self.w_k(source), self.kv_heads)  # (B, Hkv, S_new, dh)
+        v = split_heads(self.w_v(source), self.kv_heads)  # (B, Hkv, S_new, dh)
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         if cache is not None:
-            k, v = cache.update(k, v)  # (B, Hkv, S_total, dh)
-            S = k.shape[-2]
-
-        mask = _as_array(mask)
-        if mask is not None:
-            check_mask_fits(mask, (B, H, T, S), "MultiHeadAttention")
+            k, v = cache.update(k, v)  # (B, Hkv, S, dh)
         # Grouped heads: G query heads share one key/value head. Give the queries a group
         # axis, (B, Hkv, G, T, dh), and the keys a size-1 one, (B, Hkv, 1, S, dh): they broadcast.
         q = q.reshape(B, self.kv_heads, G, T, dh)
@@ -213,6 +233,7 @@ class MultiHeadLatentAttention(Module):
 
     def __init__(self, d, heads, d_latent, bias=False):
         super().__init__()
+        _check_sizes("MultiHeadLatentAttention", d=d, heads=heads, d_latent=d_latent)
         if d % heads:
             raise ValueError(f"MultiHeadLatentAttention: d = {d} is not divisible by heads = {heads}")
         self.d, self.heads, self.d_head, self.d_latent = d, heads, d // heads, d_latent
@@ -223,10 +244,19 @@ class MultiHeadLatentAttention(Module):
         self.w_o = Linear(d, d, bias=bias)
 
     def forward(self, x, mask=None, cache=None, is_causal=False):
+        if x.ndim != 3 or x.shape[-1] != self.d:
+            raise ValueError(
+                f"MultiHeadLatentAttention(d={self.d}): expected input (batch, T, {self.d}), got {x.shape}"
+            )
+        B, T, _ = x.shape
         H = self.heads
+        mask = _mask_as_array(mask)
+        if mask is not None:  # before the cache grows: a failed call must leave it as it was
+            S = T + (0 if cache is None else len(cache))
+            check_mask_fits(mask, (B, H, T, S), "MultiHeadLatentAttention")
         c = self.w_dkv(x)  # (B, T, d_latent): all that is cached
         if cache is not None:
-            c = cache.update(c)
+            c = cache.update(c)  # (B, S, d_latent)
         q = split_heads(self.w_q(x), H)  # (B, H, T, dh)
         k = split_heads(self.w_uk(c), H)  # (B, H, S, dh): keys expanded from the latents
         v = split_heads(self.w_uv(c), H)
@@ -241,6 +271,12 @@ class LatentCache:
         self.c = None
 
     def update(self, c):
+        """Append (B, t, d_latent) latents; return every latent cached so far."""
+        if self.c is not None and (c.shape[0] != self.c.shape[0] or c.shape[2:] != self.c.shape[2:]):
+            raise ValueError(
+                f"LatentCache.update: new latents of shape {c.shape} do not continue the cached ones of "
+                f"shape {self.c.shape} (all axes but the token axis 1 must match)"
+            )
         self.c = c.detach() if self.c is None else mt.cat([self.c, c.detach()], axis=1)
         return self.c
 

@@ -29,6 +29,9 @@ class LearnedPositions(Module):
         self.table = Embedding(context, d)
 
     def forward(self, T, start=0):
+        """(T, d): the vectors of positions start .. start + T - 1 (start > 0 after a KV cache)."""
+        if T < 0 or start < 0:
+            raise ValueError(f"LearnedPositions: T and start must be >= 0, got T={T}, start={start}")
         if start + T > self.context:
             raise ValueError(
                 f"LearnedPositions: positions up to {start + T} asked for, but the context is {self.context}"
@@ -76,7 +79,11 @@ def alibi_bias(heads, T, S=None):
 
 def t5_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
     """T5's bucket of each offset j - i: exact buckets for small offsets, logarithmic ones up
-    to max_distance, one bucket beyond; with bidirectional, half the buckets for each sign."""
+    to max_distance, one bucket beyond; with bidirectional, half the buckets for each sign.
+
+    Per sign, with n buckets and e = n // 2 exact ones, a distance r >= e goes to bucket
+    min(n - 1, e + floor(log(r / e) / log(max_distance / e) * (n - e))) (Raffel et al., 2020)."""
+    _check_t5_buckets(bidirectional, num_buckets, max_distance)
     relative_position = np.asarray(relative_position)
     bucket = np.zeros_like(relative_position)
     if bidirectional:
@@ -95,16 +102,39 @@ def t5_bucket(relative_position, bidirectional=True, num_buckets=32, max_distanc
     return bucket + np.where(is_small, distance, log_bucket)
 
 
+def _check_t5_buckets(bidirectional, num_buckets, max_distance):
+    """Each sign needs an exact bucket (e >= 1) and a log range that grows (max_distance > e):
+    max_distance <= e would divide by log(max_distance / e) <= 0 and give negative buckets."""
+    per_sign = num_buckets // 2 if bidirectional else num_buckets
+    if per_sign < 2:
+        raise ValueError(
+            f"t5_bucket: num_buckets={num_buckets} is too few; it needs at least "
+            f"{4 if bidirectional else 2} ({'2 per sign, ' if bidirectional else ''}one exact and one logarithmic)"
+        )
+    if max_distance <= per_sign // 2:
+        raise ValueError(
+            f"t5_bucket: max_distance={max_distance} must exceed the {per_sign // 2} exact distances "
+            f"of num_buckets={num_buckets}"
+        )
+
+
 class T5RelativeBias(Module):
     """A learned scalar per head and per bucket of offsets, added to the scores: (heads, T, S)."""
 
     def __init__(self, heads, num_buckets=32, max_distance=128, bidirectional=True):
         super().__init__()
+        _check_t5_buckets(bidirectional, num_buckets, max_distance)
         self.num_buckets, self.max_distance, self.bidirectional = num_buckets, max_distance, bidirectional
         self.table = Embedding(num_buckets, heads)
 
     def forward(self, T, S=None):
+        """(heads, T, S) bias of T queries, the last T of S positions (S > T after a KV cache),
+        over S keys: entry (h, i, j) is the table's value for head h at bucket(j - (i + S - T))."""
         S = T if S is None else S
+        if not 0 <= T <= S:
+            raise ValueError(
+                f"T5RelativeBias: the queries must be the last T of the S keys (0 <= T <= S), got T={T}, S={S}"
+            )
         offsets = np.arange(S)[None, :] - (np.arange(T)[:, None] + S - T)  # (T, S): j - i
         buckets = t5_bucket(offsets, self.bidirectional, self.num_buckets, self.max_distance)
         return self.table(buckets).permute(2, 0, 1)  # (heads, T, S)

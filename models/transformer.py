@@ -86,6 +86,18 @@ def _copy_linear(ours, theirs):
         ours.bias = Parameter(theirs.bias.detach().numpy().copy())
 
 
+def token_ids(idx, who):
+    """Token indices (a Tensor, an array or lists) as a (batch, T) integer array, or an
+    error that says what was given and how to add the batch axis."""
+    ids = idx.data if isinstance(idx, mt.Tensor) else np.asarray(idx)
+    if ids.ndim != 2:
+        hint = "; for one sequence add a batch axis: idx[None]" if ids.ndim == 1 else ""
+        raise ValueError(f"{who}: expected token ids of shape (batch, T), got shape {ids.shape}{hint}")
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"{who}: token ids must be integers, got dtype {ids.dtype}")
+    return ids
+
+
 class GPT(Module):
     """GPT(vocab, context, d, heads, layers): a decoder-only transformer with learned positions
     and the output layer tied to the token embedding (so it is counted once). The GPT-2 small
@@ -104,8 +116,11 @@ class GPT(Module):
 
     def forward(self, idx, caches=None):
         """idx (B, T) token indices -> (B, T, vocab) logits. With caches (one KVCache per
-        block), idx holds only the new tokens and attends to everything cached."""
-        idx = idx.data if isinstance(idx, mt.Tensor) else np.asarray(idx)
+        block), idx holds only the new tokens and attends to everything cached.
+
+        As in nanoGPT and Hugging Face, the batch axis is required: a 1-D idx raises and
+        asks for idx[None] (one sequence as a batch of one), rather than guessing."""
+        idx = token_ids(idx, "GPT")
         start = len(caches[0]) if caches else 0
         T = idx.shape[1]
         if start + T > self.context:
@@ -125,7 +140,7 @@ class GPT(Module):
         sequence. Both give the same tokens."""
         from minitensor.random import generator
 
-        tokens = np.asarray(idx.data if isinstance(idx, mt.Tensor) else idx)
+        tokens = token_ids(idx, "GPT.generate")
         if use_cache and tokens.shape[1] + max_new_tokens > self.context:
             raise ValueError(
                 f"GPT.generate: {tokens.shape[1]} + {max_new_tokens} tokens exceed the context of "
@@ -200,8 +215,7 @@ class EncoderDecoder(Module):
         self.head = Linear(d, target_vocab)
 
     def forward(self, source, target, source_mask=None):
-        source = np.asarray(source.data if isinstance(source, mt.Tensor) else source)
-        target = np.asarray(target.data if isinstance(target, mt.Tensor) else target)
+        source, target = token_ids(source, "EncoderDecoder (source)"), token_ids(target, "EncoderDecoder (target)")
         for name, seq in (("source", source), ("target", target)):
             if seq.shape[1] > self.context:
                 raise ValueError(

@@ -51,6 +51,11 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
     cross_entropy(logits.reshape(-1, V), targets.reshape(-1)).
     """
     target = target if isinstance(target, Tensor) else Tensor(np.asarray(target))
+    if target.dtype.kind not in "iuf":  # a bool would index rows as a mask, not name classes
+        raise TypeError(
+            f"cross_entropy: targets must be class indices (integers) or probabilities (floats), "
+            f"got dtype {target.dtype}; for 0/1 labels use target.astype(np.int64)"
+        )
     return ops.CrossEntropy.apply(
         logits, target, ignore_index=ignore_index, label_smoothing=label_smoothing, reduction=reduction
     )

@@ -82,6 +82,8 @@ class Sequential(_Container):
     def __init__(self, *modules):
         super().__init__()
         for index, module in enumerate(modules):
+            _check_module(module, f"Sequential: argument {index}")
+        for index, module in enumerate(modules):
             setattr(self, str(index), module)
 
     def forward(self, x):
@@ -95,12 +97,31 @@ class ModuleList(_Container):
 
     def __init__(self, modules=()):
         super().__init__()
+        if isinstance(modules, Module):
+            raise TypeError(
+                f"ModuleList: expected an iterable of Modules, got one {type(modules).__name__}; "
+                f"wrap it in a list: ModuleList([module])"
+            )
+        modules = list(modules)
+        for index, module in enumerate(modules):
+            _check_module(module, f"ModuleList: item {index}")
         for module in modules:
             self.append(module)
 
     def append(self, module):
+        _check_module(module, "ModuleList.append")
         setattr(self, str(len(self._modules)), module)
         return self
+
+
+def _check_module(value, where):
+    """A container holds Modules only: anything else would be stored as a plain attribute and skipped."""
+    if not isinstance(value, Module):
+        if hasattr(value, "shape"):
+            shown = f"a {type(value).__name__} of shape {value.shape}"
+        else:
+            shown = f"{type(value).__name__} {value!r}"
+        raise TypeError(f"{where} is {shown}, not a Module (a layer such as nn.Linear(3, 4))")
 
 
 class GELU(Module):

@@ -5,7 +5,9 @@ PyTorch: assigning a Parameter or a Module to `self.something` registers it.
 """
 
 import os
-import tempfile
+import re
+import zipfile
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -152,18 +154,31 @@ class Module:
         return {name: p.data.copy() for name, p in self.named_parameters(remove_duplicate=False)}
 
     def load_state_dict(self, state, strict=True):
-        """Copy arrays into the parameters. Every key is checked first: with strict=True a
-        missing, unexpected or misshapen key raises an error listing them all, and nothing
-        is changed. Returns (missing, unexpected) when strict=False."""
+        """Copy arrays into the parameters. Every key and value is checked first: a misshapen
+        key, a value that is not numbers of a kind the parameter can hold, and (with
+        strict=True) a missing or unexpected key raise one RuntimeError listing them all,
+        and nothing is changed. Returns (missing, unexpected)."""
+        model = type(self).__name__
+        if not isinstance(state, Mapping):
+            raise TypeError(
+                f"load_state_dict for {model}: expected a dict of name -> array (what state_dict() "
+                f"returns), got {type(state).__name__}"
+            )
         own = dict(self.named_parameters(remove_duplicate=False))
         missing = sorted(set(own) - set(state))
         unexpected = sorted(set(state) - set(own))
+        arrays = {name: _as_checkpoint_array(state[name]) for name in own if name in state}
         misshapen = sorted(
-            f"{name}: checkpoint {tuple(np.shape(state[name]))}, model {own[name].shape}"
-            for name in set(own) & set(state)
-            if tuple(np.shape(state[name])) != own[name].shape
+            f"{name}: checkpoint {tuple(array.shape)}, model {own[name].shape}"
+            for name, array in arrays.items()
+            if tuple(array.shape) != own[name].shape
         )
-        if misshapen or (strict and (missing or unexpected)):
+        wrong_kind = sorted(
+            f"{name}: checkpoint dtype {array.dtype}, model {own[name].dtype}"
+            for name, array in arrays.items()
+            if array.dtype.kind not in "biuf" or not np.can_cast(array.dtype, own[name].dtype, "same_kind")
+        )
+        if misshapen or wrong_kind or (strict and (missing or unexpected)):
             problems = []
             if missing:
                 problems.append(f"missing keys: {', '.join(missing)}")
@@ -171,22 +186,26 @@ class Module:
                 problems.append(f"unexpected keys: {', '.join(unexpected)}")
             if misshapen:
                 problems.append(f"misshapen keys: {'; '.join(misshapen)}")
-            raise KeyError(f"load_state_dict for {type(self).__name__}: nothing was loaded. " + ". ".join(problems))
+            if wrong_kind:
+                problems.append(f"values of a dtype the parameter cannot hold: {'; '.join(wrong_kind)}")
+            raise RuntimeError(f"load_state_dict for {model}: nothing was loaded. " + ". ".join(problems))
         with no_grad():
-            for name, parameter in own.items():
-                if name in state:
-                    np.copyto(parameter.data, np.asarray(state[name]), casting="same_kind")
-                    parameter._bump_version()
+            for name, array in arrays.items():
+                np.copyto(own[name].data, array, casting="same_kind")
+                own[name]._bump_version()
         return missing, unexpected
 
     def save(self, path):
-        """Write the parameters to an .npz file atomically: a temporary file in the same
-        folder, renamed over `path` only once it is complete."""
+        """Write the parameters to an .npz file atomically: a temporary file beside `path`,
+        named after it (`.NAME.tmp-PID.npz`), renamed over `path` only once it is complete.
+        A temporary left by a process killed while saving is removed by the next save of
+        the same path."""
         path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".npz")
+        folder, target = os.path.split(os.path.abspath(path))
+        _remove_stale_temporaries(folder, target)
+        temporary = os.path.join(folder, f".{target}.tmp-{os.getpid()}.npz")
         try:
-            with os.fdopen(handle, "wb") as file:
+            with open(temporary, "wb") as file:
                 np.savez(file, **self.state_dict())
             os.replace(temporary, path)
         except BaseException:
@@ -196,8 +215,19 @@ class Module:
 
     def load(self, path, strict=True):
         """Read an .npz written by save() (no pickle is ever loaded) into the parameters."""
-        with np.load(path, allow_pickle=False) as archive:
-            state = {name: archive[name] for name in archive.files}
+        path = os.fspath(path)
+        with open(path, "rb") as file:
+            start = file.read(4)
+        if not start.startswith(b"PK"):  # an .npz is a zip archive; np.load would take anything else for a pickle
+            raise ValueError(
+                f"Module.load: {path} is not a minitensor checkpoint (an .npz archive written by "
+                f"Module.save); the file starts with {start!r}, not a zip archive's 'PK'"
+            )
+        try:
+            with np.load(path, allow_pickle=False) as archive:
+                state = {name: archive[name] for name in archive.files}
+        except zipfile.BadZipFile as error:  # cut short by a copy or a download, not by save()
+            raise ValueError(f"Module.load: {path} is a damaged or incomplete .npz archive ({error})") from None
         return self.load_state_dict(state, strict=strict)
 
     # -- printing ---------------------------------------------------------------
@@ -213,3 +243,46 @@ class Module:
         if len(lines) == 1:
             return lines[0] + ")"
         return "\n".join(lines) + "\n)"
+
+
+# ----------------------------------------------------------------------------
+# Checkpoint helpers
+# ----------------------------------------------------------------------------
+
+
+def _as_checkpoint_array(value):
+    """A checkpoint value as an array: Tensors give their data, arrays stay as they are
+    (NumPy or CuPy), anything else (lists, numbers) goes through np.asarray."""
+    if isinstance(value, Tensor):
+        return value.data
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return value
+    return np.asarray(value)
+
+
+def _remove_stale_temporaries(folder, target):
+    """Delete `.TARGET.tmp-PID.npz` files whose process is gone: a save killed before its
+    rename (a running process's temporary is left alone, it may be saving right now)."""
+    pattern = re.compile(rf"\.{re.escape(target)}\.tmp-(\d+)\.npz")
+    for entry in os.listdir(folder):
+        match = pattern.fullmatch(entry)
+        if match and int(match.group(1)) != os.getpid() and not _process_exists(int(match.group(1))):
+            try:
+                os.remove(os.path.join(folder, entry))
+            except FileNotFoundError:  # another save removed it first
+                pass
+
+
+def _process_exists(pid):
+    """Whether a process with this id is running (POSIX). Elsewhere we cannot ask cheaply
+    (on Windows, os.kill(pid, 0) sends Ctrl+C instead of asking), so every other temporary
+    counts as stale."""
+    if os.name != "posix":
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: checks the process exists, sends nothing
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists but belongs to another user
+        return True
+    return True

@@ -10,11 +10,12 @@ def normalize_axes(axis, ndim, op, shape):
     """
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
     normalized = []
     for a in axes:
-        if not isinstance(a, int) or isinstance(a, bool):
+        if not _is_integer(a):
             raise TypeError(f"{op}: axis must be an int or a tuple of ints, got {axis!r}")
+        a = int(a)
         if not -ndim <= a < ndim:
             raise ValueError(
                 f"{op}: axis {a} is out of range for a tensor of shape {tuple(shape)} "
@@ -30,9 +31,14 @@ def normalize_axes(axis, ndim, op, shape):
 
 def normalize_axis(axis, ndim, op, shape):
     """One axis (an int), made non-negative."""
-    if not isinstance(axis, int) or isinstance(axis, bool):
+    if not _is_integer(axis):
         raise TypeError(f"{op}: axis must be an int, got {axis!r}")
     return normalize_axes(axis, ndim, op, shape)[0]
+
+
+def _is_integer(axis):
+    """A Python or NumPy integer (np.int64(1) is an axis, as in NumPy); a bool is not."""
+    return isinstance(axis, (int, np.integer)) and not isinstance(axis, bool)
 
 
 def check_mask(mask, shape, op):

@@ -50,7 +50,8 @@ _tools = []  # the active tools, innermost last
 
 def _record_site(frame):
     """The site of the op whose caller runs in frame (see above). Frames inside minitensor/
-    are skipped; frames inside models/ are kept, up to and including the first of your code."""
+    are skipped; frames inside models/ (and forward methods of your own Modules) are kept, up
+    to and including the first other frame of your code."""
     frames, module_calls = [], []
     while frame is not None:
         code = frame.f_code
@@ -60,8 +61,8 @@ def _record_site(frame):
                 module_calls.append(frame)
         else:
             frames.append((code, frame.f_lasti))
-            if not filename.startswith(_MODELS):
-                break
+            if not filename.startswith(_MODELS) and code.co_name != "forward":
+                break  # your code (a forward method of yours goes on to the Module that called it)
         frame = frame.f_back
     if not module_calls:
         return tuple(frames), None, None
@@ -201,7 +202,7 @@ class _Observer:
             if frame.f_code.co_filename.startswith(_PACKAGE):  # one step inline: Tensor.__mul__ and the like
                 frame = frame.f_back
             code = frame.f_code
-            if code.co_filename.startswith(_LIBRARY):
+            if code.co_filename.startswith(_LIBRARY) or code.co_name == "forward":
                 ctx.site = _record_site(frame)
             else:  # your code called the op (or the Tensor method that did): the common case
                 ctx.site = (((code, frame.f_lasti),), None, None)

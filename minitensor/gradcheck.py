@@ -67,11 +67,12 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, full_jacobian_limit=4
     if not output.requires_grad:
         raise ValueError("gradcheck: fn's output does not depend on any input that requires grad")
     others = _other_leaves(output, [x for _, x in checked])
-    restore = []  # (leaf, its array, its grad): the leaves switched to float64 for the check
+    # The other leaves (a model's parameters) get gradients from the backward calls below, and
+    # with leaves="all" float64 values: both are put back afterwards.
+    restore = [(leaf, leaf.data, leaf.grad) for _, leaf in others]
     try:
         if leaves == "all":
             for name, leaf in others:
-                restore.append((leaf, leaf.data, leaf.grad))
                 leaf.data, leaf.grad = np.array(leaf.data, dtype=np.float64, order="C"), None
                 checked.append((name, leaf))
             others = []

@@ -12,7 +12,7 @@ first NaN, find the op whose backward is wrong.
 Where each op was made in your code is recorded always (`mt.debug.created_at(node)`): the line
 of your code, and for an op made inside models/ or minitensor/nn also the library line and the
 lines in between, so two layer norms of one block can be told apart. A parameter of a Module
-shows its name (`block.ln1.weight`) wherever the tools show a leaf (`mt.debug.leaf_label`).
+shows its name (`block.ln1.weight`) wherever the tools show a leaf (`mt.debug.leaf_labels`).
 """
 
 import dataclasses
@@ -80,6 +80,10 @@ def _line(code, offset):
 
 
 def _short(filename):
+    """models/layernorm.py for the library's files; yours relative to the working directory
+    when inside it."""
+    if filename.startswith(_LIBRARY):
+        return os.path.relpath(filename, os.path.dirname(_PACKAGE.rstrip(os.sep)))
     short = os.path.relpath(filename)
     return filename if short.startswith("..") else short
 
@@ -228,10 +232,10 @@ autograd.set_observer(_observer)
 
 def _debug_backward(node, grad):
     """Run node's backward under pdb (mt.debug.break_on stopped here). Named locals: node,
-    op, created_at, grad (the incoming gradient, as the op's backward calls it), saved (what
+    op, made_at, grad (the incoming gradient, as the op's backward calls it), saved (what
     forward saved). `step` twice enters the op's backward (the line below the breakpoint)."""
     op = node.name  # noqa: F841 (named locals for you to print)
-    where = created_at(node)  # noqa: F841
+    made_at = created_at(node)  # noqa: F841 (not `where`: that is a pdb command)
     saved = node._saved  # noqa: F841
     breakpoint()  # break_on: `p grad`, `p saved`, then `step` twice to enter the op's backward
     grad_inputs = node.function.backward(node, grad)
@@ -384,7 +388,7 @@ class break_on(_Tool):
 
     pdb stops in debug._debug_backward, one line above the call of the op's backward, with the
     named locals grad (the incoming gradient, the name every op's backward gives it), saved,
-    node, op and where (the line of your code that made the node). `step` twice enters the op's
+    node, op and made_at (the line of your code that made the node). `step` twice enters the op's
     backward. A block that ends without a single stop prints so."""
 
     def __init__(self, op=None, label=None, nan=False, grad_norm_above=None, file=None):

@@ -74,7 +74,7 @@ def test_break_on_stops_once_per_matching_node(monkeypatch):
 
     def fake_breakpoint(*args, **kwargs):  # what pdb would show: the caller's named locals
         frame = sys._getframe(1)
-        stops.append({name: frame.f_locals[name] for name in ("op", "grad", "saved", "node", "where")})
+        stops.append({name: frame.f_locals[name] for name in ("op", "grad", "saved", "node", "made_at")})
 
     monkeypatch.setattr(sys, "breakpointhook", fake_breakpoint)
     block, x = small_block_loss()

@@ -265,3 +265,20 @@ def test_the_engine_runs_without_an_observer():
     finally:
         autograd.set_observer(mt.debug._observer)
     np.testing.assert_array_equal(x.grad, [2.0, 4.0])
+
+
+# -- the README's debugging snippet shows what it says ------------------------------------
+
+
+def test_the_readme_debugging_snippet_prints_what_its_comments_say(capsys, tmp_path, monkeypatch):
+    import pathlib
+    import re
+
+    readme = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "backward_steps" in b)
+    claims = re.findall(r"# prints: (.*)", block)
+    assert len(claims) >= 4
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [claim.rstrip() for claim in claims]

@@ -302,15 +302,16 @@ class Function:
     def apply(cls, *inputs, **options):
         """Run forward on the inputs' arrays; record a node when a gradient is wanted."""
         Tensor = _Tensor or _import_tensor_class()
-        for t in inputs:
+        arrays, wants_grad = [], []
+        for position, t in enumerate(inputs):
             if not isinstance(t, Tensor):
-                position = next(i for i, x in enumerate(inputs) if x is t)
                 raise TypeError(
                     f"{cls.__name__}.apply: argument {position} is a {type(t).__name__}, not a "
                     f"Tensor. Wrap arrays with mt.tensor(...); pass options such as axis= as keywords."
                 )
-        arrays = [t.data for t in inputs]
-        needs_input_grad = tuple([t.requires_grad for t in inputs])
+            arrays.append(t.data)
+            wants_grad.append(t.requires_grad)
+        needs_input_grad = tuple(wants_grad)
         ctx = Context(cls, needs_input_grad)
         try:
             output = cls.forward(ctx, *arrays, **options)
@@ -411,6 +412,7 @@ def walk(root, grad=None, retain_graph=False):
         _accumulate_leaf(root, grad)
         return
 
+    watched = _observer is not None and _observer.watching_backward  # a tool active as backward starts
     pending = {root.grad_fn: grad}  # node -> sum of the gradients reaching its output
     leaf_grads = {}  # id(leaf) -> (leaf, sum of the gradients reaching it)
     for node in topological_order(root.grad_fn):
@@ -424,7 +426,6 @@ def walk(root, grad=None, retain_graph=False):
             if tensor is not None:
                 tensor.grad = grad_output.copy() if tensor.grad is None else tensor.grad + grad_output
 
-        watched = _observer is not None and _observer.watching_backward
         if watched:
             grad_inputs = _observer.call_backward(node, grad_output)
         else:

@@ -10,8 +10,8 @@ first NaN, find the op whose backward is wrong.
     mt.debug.find_wrong_op(fn, x, w)            # which op's backward disagrees with finite differences
 
 Where each op was made in your code is recorded always (`mt.debug.created_at(node)`): the line
-of your code, and for an op made inside models/ or minitensor/nn also the library line and the
-lines in between, so two layer norms of one block can be told apart. A parameter of a Module
+of your code, and for an op made inside models/ (or a forward method of your own Module) also
+that line and the lines in between, so two layer norms of one block can be told apart. A parameter of a Module
 shows its name (`block.ln1.weight`) wherever the tools show a leaf (`mt.debug.leaf_labels`).
 """
 
@@ -203,9 +203,10 @@ class _Observer:
     def after_forward(self, function, ctx, arrays, options, output):
         if True in ctx.needs_input_grad and autograd._grad_enabled:  # a node will be recorded
             frame = _getframe(2)  # 0 here, 1 Function.apply, 2 its caller
-            if frame.f_code.co_filename.startswith(_PACKAGE):  # one step inline: Tensor.__mul__ and the like
-                frame = frame.f_back
             code = frame.f_code
+            if code.co_filename.startswith(_PACKAGE):  # one step inline: Tensor.__mul__ and the like
+                frame = frame.f_back
+                code = frame.f_code
             if code.co_filename.startswith(_LIBRARY) or code.co_name == "forward":
                 ctx.site = _record_site(frame)
             else:  # your code called the op (or the Tensor method that did): the common case

@@ -38,8 +38,6 @@ there are several), or None for an input that needs none; the gradient may
 have the broadcast shape of the output: the engine sums it back down.
 """
 
-import linecache
-import os
 from typing import NamedTuple
 
 import numpy as np
@@ -136,6 +134,27 @@ def summed_axes(grad_shape, shape):
 
 
 # ----------------------------------------------------------------------------
+# The observer: how the debugging tools watch the engine
+# ----------------------------------------------------------------------------
+
+# minitensor/debug.py installs one observer when it is imported. `Function.apply` tells it
+# about every forward call (that is where debug notes the line of your code that made the
+# node, in `ctx.site`). While a tool such as trace or break_on is active, its
+# `watching_backward` is true and the backward walk lets it run each node's backward (so
+# break_on can stop inside it) and shows it what came out. The engine needs none: with no
+# observer (None) everything below runs exactly as written.
+_observer = None
+
+
+def set_observer(observer):
+    """Install the object with after_forward(function, ctx, arrays, options, output),
+    watching_backward, call_backward(node, grad) and after_backward(node, grad,
+    grad_inputs, summed); None removes it."""
+    global _observer
+    _observer = observer
+
+
+# ----------------------------------------------------------------------------
 # Context: one node of the graph
 # ----------------------------------------------------------------------------
 
@@ -164,28 +183,18 @@ class Context:
       saved_tensors     the arrays forward saved (raises once they were freed)
       edges             one per input: its grad_fn (a Context), the leaf Tensor, or None
       input_shapes      the input shapes, so broadcasting can be undone
+      site              where your code made it (mt.debug.created_at(node) formats it)
     Anything an op sets on ctx (ctx.axis = axis) stays there as a plain attribute.
     """
 
     _hooks = ()  # per-node list, created on first register_hook
     _retained = None  # weak reference to a non-leaf tensor that called retain_grad()
-    _saved = ()
+    _saved = None  # None until forward calls save_for_backward
     _input_versions = ()  # a Version per input, and one for the output, when the node saved arrays
     _output_version = None
     _freed = False
-    _site = None  # (file, line) in your code, recorded while mt.debug's tools are active
+    site = None  # recorded by the observer (see above); the engine only carries it
     label = None  # the name you gave the tensor this node made (t.name = "scores")
-
-    @property
-    def created_at(self):
-        """Where your code made this node, "file:line: source" (None unless recorded)."""
-        if self._site is None:
-            return None
-        filename, line = self._site
-        source = linecache.getline(filename, line).strip()
-        short = os.path.relpath(filename)
-        short = filename if short.startswith("..") else short
-        return f"{short}:{line}: {source}" if source else f"{short}:{line}"
 
     def __init__(self, function, needs_input_grad):
         self.function = function
@@ -196,9 +205,8 @@ class Context:
         return self.function.__name__
 
     def __repr__(self):
-        where = f" made at {self.created_at}" if self.created_at else ""
         label = f" {self.label!r}" if self.label else ""
-        return f"<{self.name} node{label}{where}>"
+        return f"<{self.name} node{label}>"
 
     def save_for_backward(self, *arrays):
         """Keep arrays for backward (inputs, the output, or anything forward computed)."""
@@ -212,6 +220,11 @@ class Context:
                 f"Trying to backward through the graph a second time: {self.name}'s saved "
                 f"arrays were freed by the first backward() to save memory. If you need to "
                 f"call backward twice, pass retain_graph=True to the first call."
+            )
+        if self._saved is None:
+            raise RuntimeError(
+                f"{self.name}.backward reads ctx.saved_tensors, but {self.name}.forward never "
+                f"called ctx.save_for_backward(...): save there the arrays backward needs."
             )
         # Each input and the output was recorded with its version when the node was made.
         # If one of them has changed in place since, and its array is one we saved, our
@@ -260,12 +273,25 @@ class Context:
             self._output_version = Version(id(output.data), counter, counter[0])
 
 
+def _check_broadcast(op, shapes):
+    """Raise the error that names op and the shapes, if the shapes do not broadcast together."""
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        listed = " and ".join(str(tuple(shape)) for shape in shapes)
+        raise ValueError(
+            f"{op}: shapes {listed} do not broadcast together (axes are compared "
+            f"from the right; each pair must be equal, or one of them 1)"
+        ) from None
+
+
 _Tensor = None
 
 
 def _import_tensor_class():
-    """The one upward import of the engine: apply must hand back a Tensor, and
-    tensor.py imports this module, so the import waits until the first apply."""
+    """The one upward import of the engine: apply must hand back a Tensor (and walk
+    must know one when it sees it), and tensor.py imports this module, so the import
+    waits until the first apply or backward."""
     global _Tensor
     from .tensor import Tensor
 
@@ -286,9 +312,13 @@ class Function:
         True for ops whose output may share its first input's memory (reshape, transpose,
         expand, basic indexing): the output then shares that input's version counter, so
         an in-place change through either is seen by every node that saved the other.
+    broadcasts
+        True for ops whose inputs meet elementwise under NumPy broadcasting (Add,
+        Mul, ...): when forward fails, apply names the shapes that do not broadcast.
     """
 
     returns_view = False
+    broadcasts = False
 
     @staticmethod
     def forward(ctx, *arrays, **options):
@@ -302,28 +332,25 @@ class Function:
     def apply(cls, *inputs, **options):
         """Run forward on the inputs' arrays; record a node when a gradient is wanted."""
         Tensor = _Tensor or _import_tensor_class()
-        for t in inputs:
+        arrays, wants_grad = [], []
+        for position, t in enumerate(inputs):
             if not isinstance(t, Tensor):
-                position = next(i for i, x in enumerate(inputs) if x is t)
                 raise TypeError(
                     f"{cls.__name__}.apply: argument {position} is a {type(t).__name__}, not a "
                     f"Tensor. Wrap arrays with mt.tensor(...); pass options such as axis= as keywords."
                 )
             if t._view is not None:  # a view whose base changed in place gets its grad_fn re-made
                 t._refresh_view(cls.__name__)
-        arrays = [t.data for t in inputs]
-        needs_input_grad = tuple([t._requires_grad for t in inputs])
+            arrays.append(t.data)
+            wants_grad.append(t._requires_grad)
+        needs_input_grad = tuple(wants_grad)
         ctx = Context(cls, needs_input_grad)
         try:
             output = cls.forward(ctx, *arrays, **options)
-        except ValueError as error:
-            if "could not be broadcast" not in str(error):
-                raise
-            shapes = " and ".join(str(t.shape) for t in inputs)
-            raise ValueError(
-                f"{cls.__name__}: shapes {shapes} do not broadcast together (axes are compared "
-                f"from the right; each pair must be equal, or one of them 1)"
-            ) from None
+        except ValueError:
+            if cls.broadcasts:  # checked only once forward failed, so the normal path pays nothing
+                _check_broadcast(cls.__name__, [t.shape for t in inputs])
+            raise
         if type(output) is not np.ndarray and (isinstance(output, np.generic) or not hasattr(output, "ndim")):
             output = np.asarray(output)  # NumPy reductions return scalars; a Tensor holds an array
         if _observer is not None:
@@ -396,18 +423,12 @@ def backward(root, grad=None, retain_graph=False):
         pass
 
 
-# The debugging tools (minitensor/debug.py) set an observer that watches every forward and
-# backward call; on the normal path it is None and costs one comparison per op.
-_observer = None
-
-
 def walk(root, grad=None, retain_graph=False):
     """The backward pass one node at a time: a generator that runs each node's backward and
     yields (node, grad_output, grad_inputs), the gradients already summed to the inputs'
     shapes. Leaves receive their gradients when the generator is exhausted.
     mt.debug.backward_steps is built on it."""
-    from .tensor import Tensor
-
+    Tensor = _Tensor or _import_tensor_class()
     if root._view is not None:
         root._refresh_view("backward()")
     if not root.requires_grad:
@@ -436,6 +457,7 @@ def walk(root, grad=None, retain_graph=False):
         _accumulate_leaf(root, grad)
         return
 
+    watched = _observer is not None and _observer.watching_backward  # a tool active as backward starts
     pending = {root.grad_fn: grad}  # node -> sum of the gradients reaching its output
     leaf_grads = {}  # id(leaf) -> (leaf, sum of the gradients reaching it)
     for node in topological_order(root.grad_fn):
@@ -449,10 +471,10 @@ def walk(root, grad=None, retain_graph=False):
             if tensor is not None:
                 tensor.grad = grad_output.copy() if tensor.grad is None else tensor.grad + grad_output
 
-        if _observer is None:
-            grad_inputs = node.function.backward(node, grad_output)
-        else:
+        if watched:
             grad_inputs = _observer.call_backward(node, grad_output)
+        else:
+            grad_inputs = node.function.backward(node, grad_output)
         if not isinstance(grad_inputs, tuple):
             grad_inputs = (grad_inputs,)
         if len(grad_inputs) != len(node.edges):
@@ -461,12 +483,14 @@ def walk(root, grad=None, retain_graph=False):
                 f"{len(node.edges)} input(s); return one per input (None where not needed)"
             )
         summed = []  # the gradients, summed to the inputs' shapes
-        for edge, grad_input, shape, dtype in zip(
+        for position, (edge, grad_input, shape, dtype) in enumerate(zip(
             node.edges, grad_inputs, node.input_shapes, node.input_dtypes
-        ):
+        )):
             if edge is None or grad_input is None:
                 summed.append(None)
                 continue
+            if type(grad_input) is not np.ndarray:
+                grad_input = _gradient_array(node, position, grad_input, Tensor)
             if grad_input.shape != shape:
                 try:
                     grad_input = unbroadcast(grad_input, shape)
@@ -481,7 +505,7 @@ def walk(root, grad=None, retain_graph=False):
             else:
                 previous = leaf_grads.get(id(edge))
                 leaf_grads[id(edge)] = (edge, grad_input if previous is None else previous[1] + grad_input)
-        if _observer is not None:
+        if watched:
             _observer.after_backward(node, grad_output, grad_inputs, summed)
         yield node, grad_output, tuple(summed)
         if not retain_graph:
@@ -489,6 +513,19 @@ def walk(root, grad=None, retain_graph=False):
 
     for leaf, leaf_grad in leaf_grads.values():
         _accumulate_leaf(leaf, leaf_grad)
+
+
+def _gradient_array(node, position, grad_input, Tensor):
+    """What a backward returned for one input, as an array: a Tensor (a custom backward
+    written with Tensor ops) gives its data; anything without a shape is an error."""
+    if isinstance(grad_input, Tensor):
+        return grad_input.data
+    if hasattr(grad_input, "shape") and hasattr(grad_input, "dtype"):
+        return grad_input  # a NumPy scalar or a CuPy array
+    raise TypeError(
+        f"{node.name}.backward returned a {type(grad_input).__name__} as the gradient of input "
+        f"{position}; return an array of the input's shape {node.input_shapes[position]} (or None)"
+    )
 
 
 def _accumulate_leaf(leaf, grad):

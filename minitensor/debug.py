@@ -5,83 +5,257 @@ first NaN, find the op whose backward is wrong.
     with mt.debug.trace(): loss.backward()      # one printed line per node
     with mt.debug.break_on(op="Softmax"):       # pdb inside Softmax's backward
         loss.backward()
-    with mt.debug.detect_anomaly():             # names the op that made the first NaN / Inf
+    with mt.debug.detect_anomaly():             # names the op that made the first NaN
         loss = model(x).sum(); loss.backward()
     mt.debug.find_wrong_op(fn, x, w)            # which op's backward disagrees with finite differences
 
-Where each op was made in your code (`file:line`) is recorded while any of these tools is
-active (around the forward pass too), or inside `with mt.debug.record_sites():`. It is not
-recorded otherwise: looking up the caller's frame costs about as much as a small op.
+Where each op was made in your code is recorded always (`mt.debug.created_at(node)`): the line
+of your code, and for an op made inside models/ (or a forward method of your own Module) also
+that line and the lines in between, so two layer norms of one block can be told apart. A parameter of a Module
+shows its name (`block.ln1.weight`) wherever the tools show a leaf (`mt.debug.leaf_labels`).
 """
 
 import dataclasses
+import linecache
 import os
 import sys
+import weakref
 
 import numpy as np
 
 from . import autograd
 from .autograd import walk
+from .nn.module import Module
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_MODELS = os.path.join(os.path.dirname(_PACKAGE.rstrip(os.sep)), "models") + os.sep
+_LIBRARY = (_PACKAGE, _MODELS)
+_MODULE_CALL = Module.__call__.__code__
+_getframe = sys._getframe
 _tools = []  # the active tools, innermost last
 
 
-def creation_site():
-    """(file, line) of the first frame outside minitensor: where your code made the op.
-    Formatted as "file:line: source" only when asked for (Context.created_at)."""
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+# ----------------------------------------------------------------------------
+# Where each node was made
+# ----------------------------------------------------------------------------
+
+
+# A node's site is a triple (frames, model, part). frames holds (code, instruction offset) for
+# each frame from the op's caller out to the first frame of your code, innermost first (just one
+# when your code called the op itself). model is a weak reference to the outermost Module whose
+# forward made the node (the one your code called), part to the submodule of it that did (its
+# ln1, attn, ...), each None when there is none. Plain tuples, and no line number or source
+# looked up until shown (created_at): every node records one and most are never looked at.
+
+
+def _record_site(frame):
+    """The site of the op whose caller runs in frame (see above). Frames inside minitensor/
+    are skipped; frames inside models/ (and forward methods of your own Modules) are kept, up
+    to and including the first other frame of your code."""
+    frames, module_calls = [], []
+    while frame is not None:
+        code = frame.f_code
+        filename = code.co_filename
+        if filename.startswith(_PACKAGE):
+            if code is _MODULE_CALL:
+                module_calls.append(frame)
+        else:
+            frames.append((code, frame.f_lasti))
+            if not filename.startswith(_MODELS) and code.co_name != "forward":
+                break  # your code (a forward method of yours goes on to the Module that called it)
         frame = frame.f_back
-    return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)
+    if not module_calls:
+        return tuple(frames), None, None
+    model = module_calls[-1].f_locals["self"]
+    _remember_root_name(model, frame)
+    part = module_calls[-2].f_locals["self"] if len(module_calls) > 1 else None
+    return tuple(frames), weakref.ref(model), part and weakref.ref(part)
 
 
-class _Dispatcher:
-    """What autograd calls while tools are active: it forwards to each tool in turn."""
+def _line(code, offset):
+    for start, end, line in code.co_lines():
+        if start <= offset < end:
+            return line
+    return code.co_firstlineno
 
-    @staticmethod
-    def after_forward(function, ctx, arrays, options, output):
-        if ctx._site is None:
-            ctx._site = creation_site()
-        for tool in list(_tools):
-            tool.after_forward(function, ctx, arrays, options, output)
 
-    @staticmethod
-    def call_backward(node, grad_output):
+def _short(filename):
+    """models/layernorm.py for the library's files; yours relative to the working directory
+    when inside it."""
+    if filename.startswith(_LIBRARY):
+        return os.path.relpath(filename, os.path.dirname(_PACKAGE.rstrip(os.sep)))
+    short = os.path.relpath(filename)
+    return filename if short.startswith("..") else short
+
+
+def _format_frame(code, offset, with_source=True):
+    line = _line(code, offset)
+    where = f"{_short(code.co_filename)}:{line}"
+    source = linecache.getline(code.co_filename, line).strip() if with_source else ""
+    return f"{where}: {source}" if source else where
+
+
+def created_at(node):
+    """Where node (a Context, or a Tensor's grad_fn) was made, as text: "file:line: source" of
+    your code; for a node made inside models/, the library's line first, then "<-" each line
+    that led there, ending at yours (None for a leaf, or when nothing was recorded)."""
+    node = getattr(node, "grad_fn", node)
+    site = getattr(node, "site", None)
+    if site is None or not site[0]:
+        return None
+    *library, user = site[0]
+    if not library:
+        return _format_frame(*user)
+    parts = [_format_frame(*library[0])] + [_format_frame(*f, with_source=False) for f in library[1:]]
+    return " <- ".join(parts + [_format_frame(*user)])
+
+
+# ----------------------------------------------------------------------------
+# The names you gave: parameters of a Module
+# ----------------------------------------------------------------------------
+
+_root_names = weakref.WeakKeyDictionary()  # outermost Module -> the name your code calls it
+
+
+def _remember_root_name(module, user_frame):
+    """The first time a model is seen, the name of the variable that holds it in the frame of
+    your code that called it (block), or its class name in lower case."""
+    if module in _root_names:
+        return
+    name = type(module).__name__.lower()
+    if user_frame is not None:
+        for scope in (user_frame.f_locals, user_frame.f_globals):
+            found = next((key for key, value in scope.items() if value is module), None)
+            if found is not None:
+                name = found
+                break
+    _root_names[module] = name
+
+
+def _parameter_names(modules):
+    """id(parameter) -> "block.ln1.weight" for every parameter of the given models."""
+    names = {}
+    for module in modules:
+        prefix = _root_names.get(module, type(module).__name__.lower())
+        for name, parameter in module.named_parameters():
+            names.setdefault(id(parameter), f"{prefix}.{name}")
+    return names
+
+
+def _model_of(node):
+    """The outermost Module whose forward made node, or None."""
+    site = node.site
+    return site[1]() if site is not None and site[1] is not None else None
+
+
+def part_of(node):
+    """(name, module) of the submodule of the model that made node ("attn", the attention
+    module), or None for a node your code or the model's own forward made."""
+    site = node.site
+    if site is None or site[2] is None:
+        return None
+    model, part = site[1](), site[2]()
+    if model is None or part is None:
+        return None
+    for name, module in model.named_modules():
+        if module is part:
+            return name, part
+    return None
+
+
+def _models_of(nodes):
+    """The outermost Modules whose forward made any of nodes, each once."""
+    models = {}
+    for node in nodes:
+        module = _model_of(node)
+        if module is not None:
+            models[id(module)] = module
+    return list(models.values())
+
+
+def leaf_labels(root):
+    """id(leaf) -> its label for every leaf of the graph that made root: the name you gave it
+    (t.name), else its name in the model that used it (block.ln1.weight), else None."""
+    if isinstance(root, autograd.Context):
+        nodes = autograd.topological_order(root)
+    else:
+        nodes = autograd.topological_order(root.grad_fn) if root.grad_fn is not None else []
+    names = _parameter_names(_models_of(nodes))
+    labels = {}
+    leaves = [root] if not nodes else [e for n in nodes for e in n.edges
+                                        if e is not None and type(e) is not autograd.Context]
+    for leaf in leaves:
+        labels[id(leaf)] = leaf.name if leaf.name is not None else names.get(id(leaf))
+    return labels
+
+
+# ----------------------------------------------------------------------------
+# The observer autograd calls, and the tools it forwards to
+# ----------------------------------------------------------------------------
+
+
+class _Observer:
+    """Installed in autograd on import: records every recorded node's site and forwards each
+    forward and backward call to the active tools."""
+
+    watching_backward = False  # True while a tool is active
+
+    def after_forward(self, function, ctx, arrays, options, output):
+        if True in ctx.needs_input_grad and autograd._grad_enabled:  # a node will be recorded
+            frame = _getframe(2)  # 0 here, 1 Function.apply, 2 its caller
+            code = frame.f_code
+            if code.co_filename.startswith(_PACKAGE):  # one step inline: Tensor.__mul__ and the like
+                frame = frame.f_back
+                code = frame.f_code
+            if code.co_filename.startswith(_LIBRARY) or code.co_name == "forward":
+                ctx.site = _record_site(frame)
+            else:  # your code called the op (or the Tensor method that did): the common case
+                ctx.site = (((code, frame.f_lasti),), None, None)
+        if _tools:
+            for tool in list(_tools):
+                tool.after_forward(function, ctx, arrays, options, output)
+
+    def call_backward(self, node, grad_output):
         for tool in reversed(_tools):
             if tool.wants_to_stop(node, grad_output):
+                tool.stops += 1
                 return _debug_backward(node, grad_output)
         return node.function.backward(node, grad_output)
 
-    @staticmethod
-    def after_backward(node, grad_output, grad_inputs, summed):
+    def after_backward(self, node, grad_output, grad_inputs, summed):
         for tool in list(_tools):
             tool.after_backward(node, grad_output, grad_inputs, summed)
 
 
-def _debug_backward(node, grad_output):
-    """Run node's backward under pdb. In scope as named locals: node, op, created_at,
-    grad_output, saved (the arrays forward saved). `step` enters the op's backward."""
+_observer = _Observer()
+autograd.set_observer(_observer)
+
+
+def _debug_backward(node, grad):
+    """Run node's backward under pdb (mt.debug.break_on stopped here). Named locals: node,
+    op, made_at, grad (the incoming gradient, as the op's backward calls it), saved (what
+    forward saved). `step` twice enters the op's backward (the line below the breakpoint)."""
     op = node.name  # noqa: F841 (named locals for you to print)
-    created_at = node.created_at  # noqa: F841
+    made_at = created_at(node)  # noqa: F841 (not `where`: that is a pdb command)
     saved = node._saved  # noqa: F841
-    breakpoint()  # mt.debug.break_on stopped here: `p grad_output`, `p saved`, `step` into backward
-    grad_inputs = node.function.backward(node, grad_output)
+    breakpoint()  # break_on: `p grad`, `p saved`, then `step` twice to enter the op's backward
+    grad_inputs = node.function.backward(node, grad)
     return grad_inputs
 
 
 class _Tool:
     """Base of the context managers: register while active; do nothing by default."""
 
+    stops = 0
+
     def __enter__(self):
         _tools.append(self)
-        autograd._observer = _Dispatcher
+        _observer.watching_backward = True
         return self
 
     def __exit__(self, *exc_info):
         _tools.remove(self)
-        if not _tools:
-            autograd._observer = None
+        _observer.watching_backward = bool(_tools)
         return False
 
     def after_forward(self, function, ctx, arrays, options, output):
@@ -94,10 +268,6 @@ class _Tool:
         pass
 
 
-class record_sites(_Tool):
-    """`with mt.debug.record_sites():` remember where each op was made (file:line: source)."""
-
-
 # ----------------------------------------------------------------------------
 # Stepping
 # ----------------------------------------------------------------------------
@@ -105,7 +275,8 @@ class record_sites(_Tool):
 
 @dataclasses.dataclass
 class Step:
-    """One node's backward: what came in, what went out, what it had saved."""
+    """One node's backward: what came in, what went out, what it had saved. input_labels names
+    each input: the label of a leaf (x, block.ln1.weight), the op that made it, or None."""
 
     index: int
     op: str
@@ -115,16 +286,32 @@ class Step:
     grad_output: np.ndarray
     grad_inputs: tuple  # one per input, summed to the input's shape (None where not needed)
     saved: tuple
+    input_labels: tuple
 
     def __str__(self):
-        return _describe(self.index, self.node, self.grad_output, self.grad_inputs)
+        return _describe(self.index, self.node, self.grad_output, self.grad_inputs, self.input_labels)
 
 
 def backward_steps(loss, grad=None, retain_graph=False):
     """Run backward one node at a time: a generator of Steps. Run to the end, it leaves
     exactly the gradients loss.backward() leaves; stop early and the rest is not computed."""
+    labels = leaf_labels(loss)
     for index, (node, grad_output, grad_inputs) in enumerate(walk(loss, grad, retain_graph)):
-        yield Step(index, node.name, node, node.created_at, node.label, grad_output, grad_inputs, node._saved)
+        yield Step(index, node.name, node, created_at(node), node.label, grad_output, grad_inputs,
+                   node._saved or (), _input_labels(node, labels))
+
+
+def _input_labels(node, labels):
+    """For each input of node: a leaf's label, "<Op>" for an op's output, None for a constant."""
+    names = []
+    for edge in node.edges:
+        if edge is None:
+            names.append(None)
+        elif type(edge) is autograd.Context:
+            names.append(edge.label or edge.name)
+        else:
+            names.append(labels.get(id(edge)) or f"leaf {edge.shape}")
+    return tuple(names)
 
 
 # ----------------------------------------------------------------------------
@@ -132,29 +319,46 @@ def backward_steps(loss, grad=None, retain_graph=False):
 # ----------------------------------------------------------------------------
 
 
-def _norm(array):
+def grad_norm(array):
+    """The L2 norm of an array, in float64 (what the tools print as |g|)."""
     return float(np.sqrt(np.sum(np.asarray(array, dtype=np.float64) ** 2)))
 
 
-def _describe(index, node, grad_output, summed):
+def _describe(index, node, grad_output, summed, input_labels):
     label = f" {node.label!r}" if node.label else ""
-    where = f"  [{node.created_at}]" if node.created_at else ""
-    inputs = ", ".join("-" if g is None else f"{g.shape} |{_norm(g):.3g}|" for g in summed)
+    where = created_at(node)
+    where = f"  [{where}]" if where else ""
+    inputs = ", ".join(
+        "-" if g is None else f"{g.shape} |{grad_norm(g):.3g}|" + (f" to {name}" if name else "")
+        for g, name in zip(summed, input_labels))
     return (f"{index:4d} {node.name}{label}{where}\n"
-            f"       grad out {grad_output.shape} |{_norm(grad_output):.3g}|  ->  grad in {inputs}")
+            f"       grad out {grad_output.shape} |{grad_norm(grad_output):.3g}|  ->  grad in {inputs}")
 
 
 class trace(_Tool):
     """`with mt.debug.trace(): loss.backward()` prints one line per node as backward runs: the op,
-    where it was made, the shapes and norms of the gradients, and every broadcast reduction."""
+    where it was made, the shapes and norms of the gradients, where each goes (a leaf by name:
+    x, block.ln1.weight), and every broadcast reduction."""
 
     def __init__(self, file=None):
         self.file = file
         self.index = 0
+        self.names = {}  # id(parameter) -> its name in the model, filled as models are met
+
+    def _labels(self, node):
+        for model in _models_of([node]):
+            if id(model) not in self.names:
+                self.names[id(model)] = _parameter_names([model])
+        labels = {}
+        for edge in node.edges:
+            if edge is not None and type(edge) is not autograd.Context:
+                labels[id(edge)] = edge.name or next(
+                    (names[id(edge)] for names in self.names.values() if id(edge) in names), None)
+        return _input_labels(node, labels)
 
     def after_backward(self, node, grad_output, grad_inputs, summed):
         out = self.file or sys.stdout
-        print(_describe(self.index, node, grad_output, summed), file=out)
+        print(_describe(self.index, node, grad_output, summed, self._labels(node)), file=out)
         for position, (raw, final) in enumerate(zip(grad_inputs, summed)):
             if raw is not None and final is not None and raw.shape != final.shape:
                 axes = autograd.summed_axes(raw.shape, final.shape)
@@ -167,16 +371,38 @@ class trace(_Tool):
 # ----------------------------------------------------------------------------
 
 
+def known_ops():
+    """The names of every Function subclass defined so far (the ops break_on can stop in)."""
+    names, stack = set(), [autograd.Function]
+    while stack:
+        for subclass in stack.pop().__subclasses__():
+            names.add(subclass.__name__)
+            stack.append(subclass)
+    return sorted(names)
+
+
 class break_on(_Tool):
     """`with mt.debug.break_on(op="Softmax"): loss.backward()` calls breakpoint() inside each
-    matching node's backward, with `grad_output`, `saved`, `node`, `op` and `created_at` as
-    named locals. Every condition given must hold: op (the Function's name), label (a tensor's
-    .name), nan=True (the incoming gradient has a NaN or Inf), grad_norm_above (its norm)."""
+    matching node's backward. Every condition given must hold: op (the Function's name, as in
+    the trace: "Softmax"), label (a tensor's .name), nan=True (the incoming gradient has a NaN or
+    Inf), grad_norm_above (its norm).
 
-    def __init__(self, op=None, label=None, nan=False, grad_norm_above=None):
+    pdb stops in debug._debug_backward, one line above the call of the op's backward, with the
+    named locals grad (the incoming gradient, the name every op's backward gives it), saved,
+    node, op and made_at (the line of your code that made the node). `step` twice enters the op's
+    backward. A block that ends without a single stop prints so."""
+
+    def __init__(self, op=None, label=None, nan=False, grad_norm_above=None, file=None):
         if op is None and label is None and not nan and grad_norm_above is None:
             raise ValueError("break_on: give op=, label=, nan=True or grad_norm_above=")
+        if op is not None and op not in known_ops():
+            known = known_ops()
+            close = [name for name in known if name.lower() == str(op).lower()]
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"break_on: no op is called {op!r}.{hint} The ops: {', '.join(known)}")
         self.op, self.label, self.nan, self.grad_norm_above = op, label, nan, grad_norm_above
+        self.file = file
+        self.stops = 0
 
     def wants_to_stop(self, node, grad_output):
         if self.op is not None and node.name != self.op:
@@ -185,9 +411,19 @@ class break_on(_Tool):
             return False
         if self.nan and np.all(np.isfinite(grad_output)):
             return False
-        if self.grad_norm_above is not None and not _norm(grad_output) > self.grad_norm_above:
+        if self.grad_norm_above is not None and not grad_norm(grad_output) > self.grad_norm_above:
             return False
         return True
+
+    def __exit__(self, *exc_info):
+        super().__exit__(*exc_info)
+        if self.stops == 0 and exc_info[0] is None:
+            asked = ", ".join(f"{key}={value!r}" for key, value in (
+                ("op", self.op), ("label", self.label), ("nan", self.nan or None),
+                ("grad_norm_above", self.grad_norm_above)) if value is not None)
+            print(f"break_on({asked}): no node's backward matched, so it never stopped "
+                  f"(did backward() run inside the block?)", file=self.file or sys.stdout)
+        return False
 
 
 # ----------------------------------------------------------------------------
@@ -196,10 +432,16 @@ class break_on(_Tool):
 
 
 class AnomalyError(FloatingPointError):
-    """An op produced NaN or Inf from finite inputs."""
+    """An op made a NaN in the forward pass, or a NaN or Inf in the backward pass, from inputs
+    without one."""
 
 
-def _bad(array):
+def _has_nan(array):
+    array = np.asarray(array)
+    return array.dtype.kind in "fc" and bool(np.isnan(array).any())
+
+
+def _not_finite(array):
     array = np.asarray(array)
     return array.dtype.kind in "fc" and not np.all(np.isfinite(array))
 
@@ -211,31 +453,71 @@ def _what(array):
     return f"{' and '.join(kinds)} ({count} of {array.size} values)"
 
 
+def _made_at(node):
+    where = created_at(node)
+    return f"\n  made at {where}" if where else ""
+
+
 class detect_anomaly(_Tool):
-    """`with mt.debug.detect_anomaly():` around forward and backward: the first op whose output
-    (forward) or input gradient (backward) holds NaN or Inf while everything it was given was
-    finite raises AnomalyError naming that op, where it was made, and the shapes. The ops that
-    merely pass a NaN on are not blamed."""
+    """`with mt.debug.detect_anomaly():` around forward and backward raises AnomalyError naming
+    the first op that made a bad value, where it was made, and the shapes. The rule:
+
+    forward   a NaN in an op's output while its inputs had none. An infinity is allowed: a
+              mask puts -inf in the scores on purpose (masked_fill(mask, float("-inf"))), and
+              softmax turns it into an exact 0. A row with nothing but -inf becomes NaN and is
+              caught.
+    backward  a NaN or Inf in the gradient an op's backward gives an input while the gradient
+              it received was finite (PyTorch's anomaly mode checks this side only).
+
+    The ops that merely pass a bad value on are not blamed. Around backward() alone (the forward
+    ran outside the block), a bad gradient from an op whose saved values already held a NaN is
+    traced back through the graph to the first op in forward order that saved one, and the
+    error says to wrap the forward too."""
+
+    def __init__(self):
+        self.seen = weakref.WeakSet()  # the nodes whose forward this tool checked
 
     def after_forward(self, function, ctx, arrays, options, output):
-        if _bad(output) and not any(_bad(a) for a in arrays):
+        self.seen.add(ctx)
+        if _has_nan(output) and not any(_has_nan(a) for a in arrays):
             shapes = ", ".join(str(np.shape(a)) for a in arrays)
+            where = created_at(ctx) if autograd._grad_enabled and True in ctx.needs_input_grad else None
             raise AnomalyError(
                 f"detect_anomaly: {function.__name__}'s forward produced {_what(output)} in its output of "
-                f"shape {np.shape(output)} from finite inputs of shapes {shapes}"
-                + (f"\n  made at {ctx.created_at}" if ctx.created_at else "")
+                f"shape {np.shape(output)} from inputs of shapes {shapes} without NaN"
+                + (f"\n  made at {where}" if where else "")
             )
 
     def after_backward(self, node, grad_output, grad_inputs, summed):
-        if _bad(grad_output):
+        if _not_finite(grad_output):
             return  # passed on from an op already checked
         for position, grad in enumerate(summed):
-            if grad is not None and _bad(grad):
-                raise AnomalyError(
+            if grad is not None and _not_finite(grad):
+                message = (
                     f"detect_anomaly: {node.name}.backward produced {_what(grad)} in the gradient of its "
                     f"input {position} (shape {grad.shape}) from a finite incoming gradient of shape "
-                    f"{grad_output.shape}" + (f"\n  made at {node.created_at}" if node.created_at else "")
-                )
+                    f"{grad_output.shape}" + _made_at(node))
+                if node not in self.seen and any(_has_nan(a) for a in node._saved or ()):
+                    message += _forward_outside(node)
+                raise AnomalyError(message)
+
+
+def _forward_outside(node):
+    """The hint when the NaN was made by a forward that detect_anomaly did not watch."""
+    in_forward_order = list(reversed(autograd.topological_order(node)))
+    first = next((n for n in in_forward_order if any(_has_nan(a) for a in n._saved or ())), node)
+    producers = [edge for edge in first.edges if type(edge) is autograd.Context]
+    lines = [f"\n  {node.name}'s saved values already held NaN: it came from the forward pass, which "
+             f"ran outside detect_anomaly, so the op that made it was not checked."]
+    lines.append(f"  The first op (in forward order) whose saved values hold NaN: {first.name}"
+                 + _made_at(first).replace("\n  made at", ","))
+    for producer in producers:
+        lines.append(f"  its input came from {producer.name}" + _made_at(producer).replace("\n  made at", ","))
+    lines.append("  To name the op for certain, run the forward inside the block too:\n"
+                 "      with mt.debug.detect_anomaly():\n"
+                 "          loss = f(x)\n"
+                 "          loss.backward()")
+    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------
@@ -289,5 +571,5 @@ def find_wrong_op(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3):
         try:
             gradcheck(alone, *tensors, eps=eps, atol=atol, rtol=rtol)
         except GradcheckError as error:
-            return WrongOp(function.__name__, ctx.created_at, str(error))
+            return WrongOp(function.__name__, created_at(ctx), error.details)
     return None

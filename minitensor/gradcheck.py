@@ -11,6 +11,11 @@ whose error is O(eps**2). Small problems compare the full Jacobian (one
 backward per output element); larger ones project the output on a fixed
 random direction u and compare d(u . f)/dx element by element (all elements,
 or a random sample of `max_checked` of them).
+
+    mt.gradcheck(fn, x, leaves="all")   # also every other leaf that requires grad (parameters)
+
+checks the parameters fn uses without taking them as arguments too, each reported by its
+name in the model (block.ln1.weight).
 """
 
 import numpy as np
@@ -20,29 +25,41 @@ from .tensor import Tensor
 
 
 class GradcheckError(AssertionError):
-    """The analytic gradient disagrees with finite differences."""
+    """The analytic gradient disagrees with finite differences. `details` is the report
+    without the closing advice (what mt.debug.find_wrong_op shows for one op)."""
+
+    def __init__(self, details, advice):
+        super().__init__(f"{details}\n{advice}")
+        self.details = details
 
 
-def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, full_jacobian_limit=4096, max_checked=400, seed=0):
+def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, full_jacobian_limit=4096, max_checked=400, seed=0,
+              leaves="inputs"):
     """Return True when backward agrees with central differences; raise GradcheckError if not.
 
     fn          takes the inputs (Tensors; anything else is passed through) and returns a Tensor
     inputs      the Tensors that require grad are checked; copies in float64 are used
     eps         the finite-difference step
     atol, rtol  an element passes when |analytic - numeric| <= atol + rtol * |numeric|
+    leaves      "inputs": the inputs only; "all": also every other leaf that requires grad and
+                that the output depends on (a model's parameters that fn uses), switched to
+                float64 during the check and restored after. The report names each checked
+                tensor and lists the leaves that were not checked.
     """
     _check_tolerances(eps, atol, rtol)
-    copies, checked = [], []
+    if leaves not in ("inputs", "all"):
+        raise ValueError(f'gradcheck: leaves must be "inputs" or "all", got {leaves!r}')
+    copies, checked = [], []  # checked: (name, tensor) of everything compared
     for position, x in enumerate(inputs):
         if isinstance(x, Tensor) and x.dtype.kind == "f":
             # C order, so that _central_difference can perturb the values through a flat view
             copy = Tensor(np.array(x.data, dtype=np.float64, order="C"), requires_grad=x.requires_grad)
             if x.requires_grad:
-                checked.append(position)
+                checked.append((f"input {position}", copy))
             copies.append(copy)
         else:
             copies.append(x)
-    if not checked:
+    if not checked and leaves == "inputs":
         raise ValueError("gradcheck: no input requires grad; create the inputs with requires_grad=True")
 
     output = fn(*copies)
@@ -50,29 +67,64 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, full_jacobian_limit=4
         raise TypeError(f"gradcheck: fn must return a Tensor, it returned a {type(output).__name__}")
     if not output.requires_grad:
         raise ValueError("gradcheck: fn's output does not depend on any input that requires grad")
+    others = _other_leaves(output, [x for _, x in checked])
+    # The other leaves (a model's parameters) get gradients from the backward calls below, and
+    # with leaves="all" float64 values: both are put back afterwards.
+    restore = [(leaf, leaf.data, leaf.grad) for _, leaf in others]
+    try:
+        if leaves == "all":
+            for name, leaf in others:
+                leaf.data, leaf.grad = np.array(leaf.data, dtype=np.float64, order="C"), None
+                checked.append((name, leaf))
+            others = []
+            output = fn(*copies)  # again, now that the leaves are float64
+        _compare(fn, output, copies, checked, others, eps, atol, rtol, full_jacobian_limit, max_checked, seed)
+    finally:
+        for leaf, data, grad in restore:
+            leaf.data, leaf.grad = data, grad
+    return True
 
+
+def _other_leaves(output, inputs):
+    """(name, leaf) of every leaf that requires grad, that output depends on and that is not
+    one of inputs, named as mt.debug names it (block.ln1.weight), in the order found."""
+    from .debug import leaf_labels
+
+    labels = leaf_labels(output)
+    found, seen = [], {id(x) for x in inputs}
+    for node in topological_order(output.grad_fn):
+        for edge in node.edges:
+            if isinstance(edge, Tensor) and edge.requires_grad and id(edge) not in seen:
+                seen.add(id(edge))
+                found.append((labels.get(id(edge)) or f"a leaf of shape {edge.shape}", edge))
+    return found
+
+
+def _compare(fn, output, copies, checked, unchecked, eps, atol, rtol, full_jacobian_limit, max_checked, seed):
     def evaluate():
         with no_grad():
             return np.array(fn(*copies).data, dtype=np.float64)  # a copy: the output may be a view of an input
 
-    total = sum(copies[p].size for p in checked)
+    tensors = [x for _, x in checked]
+    total = sum(x.size for x in tensors)
     rng = np.random.default_rng(seed)
     if output.size * total <= full_jacobian_limit:
-        comparisons = _full_jacobian(output, copies, checked, evaluate, eps)
+        comparisons = _full_jacobian(output, tensors, evaluate, eps)
     else:
-        comparisons = _projected(output, copies, checked, evaluate, eps, rng, max_checked)
+        comparisons = _projected(output, tensors, evaluate, eps, rng, max_checked)
 
-    for position, analytic, numeric, describe in comparisons:
+    for index, analytic, numeric, describe in comparisons:
         allowed = atol + rtol * np.abs(numeric)
         error = np.abs(analytic - numeric)
         bad = ~(error <= allowed)  # also catches NaN
         if bad.any():
             worst = np.unravel_index(np.argmax(np.where(np.isnan(error), np.inf, error / allowed)), error.shape)
-            raise GradcheckError(
-                _report(fn, position, copies[position], describe(worst), analytic[worst], numeric[worst],
-                        atol, rtol, int(bad.sum()), bad.size, output)
-            )
-    return True
+            name, x = checked[index]
+            details = _report(fn, name, x, describe(worst), analytic[worst], numeric[worst],
+                              atol, rtol, int(bad.sum()), bad.size, output, unchecked)
+            advice = (f"  to find the op whose backward is wrong: mt.debug.find_wrong_op({_name(fn)}, *inputs) "
+                      f"re-checks each op alone")
+            raise GradcheckError(details, advice)
 
 
 def _check_tolerances(eps, atol, rtol):
@@ -85,11 +137,10 @@ def _check_tolerances(eps, atol, rtol):
             raise ValueError(f"gradcheck: {name} must be a number >= 0, got {name}={value!r}")
 
 
-def _full_jacobian(output, copies, checked, evaluate, eps):
-    """Yield (input position, analytic J, numeric J, describe) with J of shape (outputs, inputs)."""
+def _full_jacobian(output, tensors, evaluate, eps):
+    """Yield (index in tensors, analytic J, numeric J, describe) with J of shape (outputs, inputs)."""
     out_shape = output.shape
-    for position in checked:
-        x = copies[position]
+    for index, x in enumerate(tensors):
         analytic = np.zeros((output.size, x.size))
         for row in range(output.size):
             x.grad = None
@@ -108,21 +159,20 @@ def _full_jacobian(output, copies, checked, evaluate, eps):
             in_index = np.unravel_index(worst[1], x.shape)
             return f"d output{_format_index(out_index)} / d input{_format_index(in_index)}"
 
-        yield position, analytic, numeric, describe
+        yield index, analytic, numeric, describe
 
 
-def _projected(output, copies, checked, evaluate, eps, rng, max_checked):
+def _projected(output, tensors, evaluate, eps, rng, max_checked):
     """Compare d(u . f)/dx for a random u, on every element or a random sample of them."""
     u = rng.standard_normal(output.shape)
-    for p in checked:
-        copies[p].grad = None
+    for x in tensors:
+        x.grad = None
     output.backward(u, retain_graph=True)
 
     def projected():
         return np.sum(u * evaluate())
 
-    for position in checked:
-        x = copies[position]
+    for index, x in enumerate(tensors):
         grad = x.grad if x.grad is not None else np.zeros(x.shape)
         flat = np.arange(x.size)
         if x.size > max_checked:
@@ -134,7 +184,7 @@ def _projected(output, copies, checked, evaluate, eps, rng, max_checked):
             in_index = np.unravel_index(flat[worst[0]], x.shape)
             return f"d (u . output) / d input{_format_index(in_index)}, u a fixed random direction"
 
-        yield position, analytic, numeric, describe
+        yield index, analytic, numeric, describe
 
 
 def _format_index(index):
@@ -156,14 +206,21 @@ def _central_difference(x, flat_index, evaluate, eps):
     # END SOLUTION
 
 
-def _report(fn, position, x, where, analytic, numeric, atol, rtol, bad_count, total, output):
-    name = getattr(fn, "__name__", type(fn).__name__)
+def _name(fn):
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+def _report(fn, checked_name, x, where, analytic, numeric, atol, rtol, bad_count, total, output, unchecked):
     ops = []
     for node in topological_order(output.grad_fn):
         if node.name not in ops:
             ops.append(node.name)
+    not_checked = ""
+    if unchecked:
+        names = ", ".join(name for name, _ in unchecked)
+        not_checked = f"\n  not checked (leaves fn uses besides its inputs; leaves=\"all\" checks them): {names}"
     return (
-        f"gradcheck failed for input {position} of {name} (shape {x.shape}):\n"
+        f"gradcheck failed for {checked_name} of {_name(fn)} (shape {x.shape}):\n"
         f"  worst element: {where}\n"
         f"  analytic (backward):         {analytic:.8g}\n"
         f"  numeric (finite difference): {numeric:.8g}\n"
@@ -171,7 +228,6 @@ def _report(fn, position, x, where, analytic, numeric, atol, rtol, bad_count, to
         f"{abs(analytic - numeric) / abs(numeric) if numeric else float('inf'):.3g} "
         f"(allowed: atol={atol:g} + rtol={rtol:g} * |numeric|)\n"
         f"  {bad_count} of {total} checked derivatives are off.\n"
-        f"  ops in the graph, output first: {', '.join(ops)}\n"
-        f"  to find the op whose backward is wrong: mt.debug.find_wrong_op({name}, *inputs) "
-        f"re-checks each op alone"
+        f"  ops in the graph, output first: {', '.join(ops)}"
+        f"{not_checked}"
     )

@@ -3,16 +3,18 @@
     print(mt.viz.text(loss))
     open("graph.dot", "w").write(mt.viz.to_dot(loss))      # dot -Tpng graph.dot (no graphviz needed here)
     mt.viz.draw(loss).savefig("graph.png")
-"""
 
-import numpy as np
+A parameter shows its name in the model that used it (block.ln1.weight); a tensor you named
+(t.name = "x") shows that name. `draw` folds each part of a model (ln1, attn, mlp) into one box
+when the whole graph would not fit at notebook width, and says so in the figure.
+"""
 
 from .autograd import Context
 from .backward_page import html  # noqa: F401  (mt.viz.html: the backward pass as one HTML page)
+from .debug import grad_norm, leaf_labels, part_of
 
-
-def _norm(array):
-    return float(np.sqrt(np.sum(np.asarray(array, dtype=np.float64) ** 2)))
+FIT = 24  # draw folds a model's parts when the graph has more boxes than this
+WIDTH = 9.0  # inches: what a notebook cell shows without scrolling
 
 
 def _node_text(node):
@@ -20,18 +22,20 @@ def _node_text(node):
     return f"{node.name}{label} -> {node.output_shape}"
 
 
-def _leaf_text(leaf):
-    name = f" {leaf.name!r}" if leaf.name else ""
-    grad = f" |grad| {_norm(leaf.grad):.3g}" if leaf.grad is not None else ""
+def _leaf_text(leaf, labels):
+    label = labels.get(id(leaf))
+    name = f" {label!r}" if label else ""
+    grad = f" |grad| {grad_norm(leaf.grad):.3g}" if leaf.grad is not None else ""
     return f"leaf{name} {leaf.shape}{grad}"
 
 
 def text(t):
-    """The graph that made t as an indented tree, output first; a node used twice is printed
-    once and then referred to by its number."""
+    """The graph that made t as an indented tree, output first; a node or leaf used twice is
+    printed once and then referred to ("see above")."""
+    labels = leaf_labels(t)
     if t.grad_fn is None:
-        return _leaf_text(t)
-    lines, numbers = [], {}
+        return _leaf_text(t, labels)
+    lines, numbers, leaves_shown = [], {}, set()
     stack = [(t.grad_fn, 0)]
     while stack:
         item, depth = stack.pop()
@@ -45,8 +49,11 @@ def text(t):
             for edge in reversed(item.edges):
                 if edge is not None:
                     stack.append((edge, depth + 1))
+        elif id(item) in leaves_shown:
+            lines.append(f"{indent}({_leaf_text(item, labels).split(' |grad|')[0]}, see above)")
         else:
-            lines.append(f"{indent}{_leaf_text(item)}")
+            leaves_shown.add(id(item))
+            lines.append(f"{indent}{_leaf_text(item, labels)}")
     return "\n".join(lines)
 
 
@@ -71,13 +78,14 @@ def _walk(t):
 def to_dot(t):
     """Graphviz DOT text of the graph (boxes: ops, ellipses: leaves; edges point to the consumer)."""
     ids, edges, order = _walk(t)
+    labels = leaf_labels(t)
     lines = ["digraph minitensor {", "  rankdir=BT;", '  node [fontname="Helvetica", fontsize=10];']
     for item in order:
         if isinstance(item, Context):
             label = _node_text(item).replace('"', "'")
             lines.append(f'  {ids[id(item)]} [shape=box, label="{label}"];')
         else:
-            label = _leaf_text(item).replace('"', "'")
+            label = _leaf_text(item, labels).replace('"', "'")
             lines.append(f'  {ids[id(item)]} [shape=ellipse, label="{label}"];')
     for source, consumer in edges:
         lines.append(f"  {ids[id(source)]} -> {ids[id(consumer)]};")
@@ -85,45 +93,146 @@ def to_dot(t):
     return "\n".join(lines)
 
 
-def draw(t, ax=None):
-    """A matplotlib figure of the graph: ops as boxes with their output shapes, leaves with
-    their shapes and gradient norms when known, arrows from inputs to the ops that use them.
-    Layers go from the leaves (bottom) to the output (top)."""
+# ----------------------------------------------------------------------------
+# draw: boxes in layers, folded by model part when the graph is too big
+# ----------------------------------------------------------------------------
+
+
+class _Box:
+    """One box of the picture: an op, a leaf, or a folded part of a model (many ops)."""
+
+    def __init__(self, text, kind):
+        self.text, self.kind = text, kind  # kind: "op", "leaf" or "part"
+
+
+def _boxes(t, fold):
+    """The boxes to draw and the edges between them (input box -> consumer box), plus the
+    names of the parts folded. Folding puts every op a part of the model made (and the
+    parameters only that part uses) in one box."""
+    ids, edges, order = _walk(t)
+    labels = leaf_labels(t)
+    box_of, boxes, parts = {}, [], {}
+    if fold:
+        for item in order:
+            part = part_of(item) if isinstance(item, Context) else None
+            if part is not None:
+                name, module = part
+                if name not in parts:  # met output first: this node gives the part's output
+                    parts[name] = {"module": module, "ops": 0, "box": _Box("", "part"),
+                                   "shape": item.output_shape}
+                    boxes.append(parts[name]["box"])
+                parts[name]["ops"] += 1
+                box_of[id(item)] = parts[name]["box"]
+        # a leaf whose every consumer sits in one part belongs to that part too
+        consumers = {}
+        for source, consumer in edges:
+            if not isinstance(source, Context):
+                consumers.setdefault(id(source), set()).add(box_of.get(id(consumer)))
+        for item in order:
+            if not isinstance(item, Context):
+                inside = consumers.get(id(item), set())
+                if len(inside) == 1 and None not in inside and item is not t:
+                    box_of[id(item)] = next(iter(inside))
+    for name, part in parts.items():
+        module = part["module"]
+        ops = f"{part['ops']} op{'s' if part['ops'] > 1 else ''}"
+        part["box"].text = (f"{name}: {type(module).__name__} -> {part['shape']}\n"
+                            f"{ops}, {module.num_parameters():,} parameters")
+    for item in order:
+        if id(item) not in box_of:
+            if isinstance(item, Context):
+                box = _Box(_node_text(item), "op")
+            else:
+                box = _Box(_leaf_text(item, labels), "leaf")
+            box_of[id(item)] = box
+            boxes.append(box)
+    box_edges = []
+    for source, consumer in edges:
+        pair = (box_of[id(source)], box_of[id(consumer)])
+        if pair[0] is not pair[1] and pair not in box_edges:
+            box_edges.append(pair)
+    return boxes, box_edges, list(reversed(parts))  # the parts in forward order
+
+
+def _layers(boxes, edges):
+    """A layer per box: ops by their longest path from the inputs; each leaf one layer below
+    the first op that uses it (next to its consumer, not on a bottom row of its own)."""
+    inputs = {id(b): [] for b in boxes}
+    for source, consumer in edges:
+        inputs[id(consumer)].append(source)
+    level = {}
+
+    def height(box):  # iterative longest path, so deep graphs do not recurse
+        stack = [box]
+        while stack:
+            top = stack[-1]
+            pending = [b for b in inputs[id(top)] if id(b) not in level]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            if id(top) not in level:
+                level[id(top)] = 1 + max((level[id(b)] for b in inputs[id(top)]), default=-1)
+
+    for box in boxes:
+        if box.kind != "leaf":
+            height(box)
+    for box in boxes:
+        if box.kind == "leaf":
+            users = [level[id(c)] for s, c in edges if s is box and id(c) in level]
+            level[id(box)] = min(users) - 1 if users else 0
+    return level
+
+
+def draw(t, ax=None, fold="auto"):
+    """A matplotlib figure of the graph that made t: ops as boxes with their output shapes,
+    leaves with their names, shapes and gradient norms, arrows from inputs to the ops that use
+    them, the output at the top. fold="auto" folds each part of a model (a submodule such as
+    attn or mlp) into one box when there are more than FIT boxes; fold=True always, False never.
+    What was folded is written above the picture."""
     import matplotlib.pyplot as plt
 
-    ids, edges, order = _walk(t)
-    height = {}  # longest path from a leaf: leaves 0, the output highest
-    for item in reversed(order):  # inputs come later in `order`, so walk backwards
-        inputs = [e for e in item.edges if e is not None] if isinstance(item, Context) else []
-        height[id(item)] = 1 + max((height.get(id(e), 0) for e in inputs), default=-1)
-    for item in order:  # a second pass: order is not strictly topological for shared nodes
-        if isinstance(item, Context):
-            height[id(item)] = 1 + max((height[id(e)] for e in item.edges if e is not None), default=-1)
-    layers = {}
-    for item in order:
-        layers.setdefault(height[id(item)], []).append(item)
+    _, _, order = _walk(t)
+    fold = len(order) > FIT if fold == "auto" else bool(fold)
+    boxes, edges, folded = _boxes(t, fold)
+    level = _layers(boxes, edges)
+    rows = {}
+    for box in boxes:
+        rows.setdefault(level[id(box)], []).append(box)
+    low = min(rows)
     position = {}
-    for level, items in layers.items():
-        for i, item in enumerate(items):
-            position[id(item)] = (i - (len(items) - 1) / 2, level)
+    for row, members in rows.items():
+        for i, box in enumerate(members):
+            position[id(box)] = (i - (len(members) - 1) / 2, row - low)
+    widest = max(len(members) for members in rows.values())
+    depth = max(rows) - low + 1
     if ax is None:
-        width = max(len(items) for items in layers.values())
-        fig, ax = plt.subplots(figsize=(max(4, 2.6 * width), max(3, 1.1 * len(layers))))
+        width = WIDTH if fold else max(WIDTH, 2.4 * widest)  # unfolded, room for the widest row
+        height = max(3.0, 0.8 * depth + 1)
+        fig, ax = plt.subplots(figsize=(width, min(height, 14.0) if fold else height))
     else:
         fig = ax.figure
+    fontsize = 9 if widest <= 4 else 8 if widest <= 6 else 7
     for source, consumer in edges:
         (x0, y0), (x1, y1) = position[id(source)], position[id(consumer)]
-        ax.annotate("", xy=(x1, y1 - 0.18), xytext=(x0, y0 + 0.18), arrowprops=dict(arrowstyle="->", color="gray"))
-    for item in order:
-        x, y = position[id(item)]
-        if isinstance(item, Context):
-            ax.text(x, y, _node_text(item), ha="center", va="center", fontsize=8,
-                    bbox=dict(boxstyle="round", facecolor="lightsteelblue"))
-        else:
-            ax.text(x, y, _leaf_text(item), ha="center", va="center", fontsize=8,
-                    bbox=dict(boxstyle="round", facecolor="lightyellow"))
+        if y1 - y0 > 1 and x0 == x1:  # a residual connection: around the boxes between, on the right
+            side = x0 + 0.3
+            ax.plot([x0, side, side], [y0, y0, y1 - 0.35], color="gray", linewidth=1, zorder=1)
+            ax.annotate("", xy=(x1 + 0.05, y1 - 0.2), xytext=(side, y1 - 0.35),
+                        arrowprops=dict(arrowstyle="->", color="gray", shrinkA=0, shrinkB=0))
+            continue
+        ax.annotate("", xy=(x1, y1 - 0.2), xytext=(x0, y0 + 0.2),
+                    arrowprops=dict(arrowstyle="->", color="gray", shrinkA=0, shrinkB=0))
+    colours = {"op": "lightsteelblue", "leaf": "lightyellow", "part": "thistle"}
+    for box in boxes:
+        x, y = position[id(box)]
+        ax.text(x, y, box.text, ha="center", va="center", fontsize=fontsize,
+                bbox=dict(boxstyle="round", facecolor=colours[box.kind]))
     xs = [p[0] for p in position.values()]
-    ax.set_xlim(min(xs) - 1, max(xs) + 1)
-    ax.set_ylim(-0.6, max(height.values()) + 0.6)
+    ax.set_xlim(min(xs) - 0.7, max(xs) + 0.7)
+    ax.set_ylim(-0.6, depth - 0.4)
     ax.axis("off")
+    if folded:
+        ax.set_title(f"folded into one box each: {', '.join(folded)} "
+                     f"(mt.viz.draw(loss, fold=False) draws every op)", fontsize=9)
     return fig

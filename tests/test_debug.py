@@ -48,13 +48,13 @@ def test_backward_steps_can_stop_early():
     assert first.op == "Sum" and x.grad is None  # nothing reached the leaf yet
 
 
-def test_creation_sites_are_recorded_by_the_tools():
+def test_creation_sites_are_recorded_without_asking():
     x = mt.tensor([1.0, 2.0], requires_grad=True)
-    with mt.debug.record_sites():
-        y = x.exp()  # the line the node should name
-    assert y.grad_fn.created_at.endswith("y = x.exp()  # the line the node should name")
-    assert "test_debug.py:" in y.grad_fn.created_at
-    assert (x * 2).grad_fn.created_at is None  # not recorded outside the tools
+    y = x.exp()  # the line the node should name
+    assert mt.debug.created_at(y).endswith("y = x.exp()  # the line the node should name")
+    assert "test_debug.py:" in mt.debug.created_at(y.grad_fn)
+    with mt.no_grad():
+        assert mt.debug.created_at(x * 2) is None  # no node, nothing to record
 
 
 def test_trace_prints_a_line_per_node_and_every_broadcast_reduction(capsys):
@@ -74,14 +74,14 @@ def test_break_on_stops_once_per_matching_node(monkeypatch):
 
     def fake_breakpoint(*args, **kwargs):  # what pdb would show: the caller's named locals
         frame = sys._getframe(1)
-        stops.append({name: frame.f_locals[name] for name in ("op", "grad_output", "saved", "node")})
+        stops.append({name: frame.f_locals[name] for name in ("op", "grad", "saved", "node", "made_at")})
 
     monkeypatch.setattr(sys, "breakpointhook", fake_breakpoint)
     block, x = small_block_loss()
     with mt.debug.break_on(op="LayerNormFunction"):
         block(x).sum().backward()
     assert len(stops) == 2  # ln1 and ln2, each once
-    assert all(s["op"] == "LayerNormFunction" and s["grad_output"].shape == (2, 4, 8) for s in stops)
+    assert all(s["op"] == "LayerNormFunction" and s["grad"].shape == (2, 4, 8) for s in stops)
     assert all(len(s["saved"]) == 4 for s in stops)
     stops.clear()
     scores = mt.tensor(np.random.randn(3, 3), requires_grad=True)
@@ -150,6 +150,7 @@ def test_find_wrong_op_names_the_wrong_function_inside_a_block():
     wrong = mt.debug.find_wrong_op(fn, x)
     assert wrong.op == "WrongSoftmax"
     assert "return WrongSoftmax.apply(h).sum(axis=-1)" in wrong.created_at
+    assert "find_wrong_op" not in wrong.report  # the advice to call find_wrong_op is gradcheck's, not its own
     assert "worst element" in wrong.report and "analytic" in wrong.report
     assert mt.debug.find_wrong_op(lambda x: block(x, is_causal=True).sum(axis=-1), x) is None
 

@@ -14,6 +14,8 @@ from ..autograd import Function
 class Add(Function):
     """y = a + b.   dL/da = grad,  dL/db = grad."""
 
+    broadcasts = True
+
     @staticmethod
     def forward(ctx, a, b):
         return a + b
@@ -25,6 +27,8 @@ class Add(Function):
 
 class Sub(Function):
     """y = a - b.   dL/da = grad,  dL/db = -grad."""
+
+    broadcasts = True
 
     @staticmethod
     def forward(ctx, a, b):
@@ -38,6 +42,8 @@ class Sub(Function):
 
 class Mul(Function):
     """y = a * b.   dL/da = grad * b,  dL/db = grad * a."""
+
+    broadcasts = True
 
     @staticmethod
     def forward(ctx, a, b):
@@ -59,6 +65,8 @@ class Mul(Function):
 
 class Div(Function):
     """y = a / b.   dL/da = grad / b,  dL/db = -grad * a / b**2."""
+
+    broadcasts = True
 
     @staticmethod
     def forward(ctx, a, b):
@@ -94,6 +102,8 @@ class Pow(Function):
     log(a) is only needed when the exponent wants a gradient; where a == 0 we
     take y * log(a) = 0 (the limit for b > 0), as PyTorch does.
     """
+
+    broadcasts = True
 
     @staticmethod
     def forward(ctx, a, b):
@@ -236,6 +246,8 @@ class Clip(Function):
 class Maximum(Function):
     """y = max(a, b) elementwise.   The gradient goes to the larger input; on a tie
     each input gets half (as torch.maximum), so the two halves still sum to grad."""
+
+    broadcasts = True
 
     @staticmethod
     def forward(ctx, a, b):

@@ -483,14 +483,14 @@ def walk(root, grad=None, retain_graph=False):
                 f"{len(node.edges)} input(s); return one per input (None where not needed)"
             )
         summed = []  # the gradients, summed to the inputs' shapes
-        for position, (edge, grad_input, shape, dtype) in enumerate(zip(
+        for edge, grad_input, shape, dtype in zip(
             node.edges, grad_inputs, node.input_shapes, node.input_dtypes
-        )):
+        ):
             if edge is None or grad_input is None:
                 summed.append(None)
                 continue
-            if type(grad_input) is not np.ndarray:
-                grad_input = _gradient_array(node, position, grad_input, Tensor)
+            if type(grad_input) is not _ndarray:
+                grad_input = _gradient_array(node, grad_inputs, grad_input, Tensor)
             if grad_input.shape != shape:
                 try:
                     grad_input = unbroadcast(grad_input, shape)
@@ -515,13 +515,17 @@ def walk(root, grad=None, retain_graph=False):
         _accumulate_leaf(leaf, leaf_grad)
 
 
-def _gradient_array(node, position, grad_input, Tensor):
+_ndarray = np.ndarray
+
+
+def _gradient_array(node, grad_inputs, grad_input, Tensor):
     """What a backward returned for one input, as an array: a Tensor (a custom backward
     written with Tensor ops) gives its data; anything without a shape is an error."""
     if isinstance(grad_input, Tensor):
         return grad_input.data
     if hasattr(grad_input, "shape") and hasattr(grad_input, "dtype"):
         return grad_input  # a NumPy scalar or a CuPy array
+    position = next(i for i, g in enumerate(grad_inputs) if g is grad_input)
     raise TypeError(
         f"{node.name}.backward returned a {type(grad_input).__name__} as the gradient of input "
         f"{position}; return an array of the input's shape {node.input_shapes[position]} (or None)"

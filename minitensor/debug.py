@@ -40,12 +40,20 @@ _tools = []  # the active tools, innermost last
 # ----------------------------------------------------------------------------
 
 
-# A node's site is a triple (frames, model, part). frames holds (code, instruction offset) for
-# each frame from the op's caller out to the first frame of your code, innermost first (just one
-# when your code called the op itself). model is a weak reference to the outermost Module whose
-# forward made the node (the one your code called), part to the submodule of it that did (its
-# ln1, attn, ...), each None when there is none. Plain tuples, and no line number or source
-# looked up until shown (created_at): every node records one and most are never looked at.
+# A node's site takes one of two forms. When your code called the op (or the Tensor method that
+# did), the common case, it is the pair (code, instruction offset) of your frame. Otherwise it is
+# the triple (frames, model, part): frames holds such a pair for each frame from the op's caller
+# out to the first frame of your code, innermost first; model is a weak reference to the
+# outermost Module whose forward made the node (the one your code called), part to the submodule
+# of it that did (its ln1, attn, ...), each None when there is none. Plain tuples, and no line
+# number or source looked up until shown (created_at): every node records one, few are looked at.
+
+
+def _unpack(site):
+    """(frames, model, part) of either form of site."""
+    if len(site) == 2:
+        return (site,), None, None
+    return site
 
 
 def _record_site(frame):
@@ -101,9 +109,9 @@ def created_at(node):
     that led there, ending at yours (None for a leaf, or when nothing was recorded)."""
     node = getattr(node, "grad_fn", node)
     site = getattr(node, "site", None)
-    if site is None or not site[0]:
+    if site is None or not _unpack(site)[0]:
         return None
-    *library, user = site[0]
+    *library, user = _unpack(site)[0]
     if not library:
         return _format_frame(*user)
     parts = [_format_frame(*library[0])] + [_format_frame(*f, with_source=False) for f in library[1:]]
@@ -144,17 +152,17 @@ def _parameter_names(modules):
 
 def _model_of(node):
     """The outermost Module whose forward made node, or None."""
-    site = node.site
-    return site[1]() if site is not None and site[1] is not None else None
+    model = _unpack(node.site)[1] if node.site is not None else None
+    return model() if model is not None else None
 
 
 def part_of(node):
     """(name, module) of the submodule of the model that made node ("attn", the attention
     module), or None for a node your code or the model's own forward made."""
-    site = node.site
-    if site is None or site[2] is None:
+    _, model, part = _unpack(node.site) if node.site is not None else (None, None, None)
+    if part is None:
         return None
-    model, part = site[1](), site[2]()
+    model, part = model(), part()
     if model is None or part is None:
         return None
     for name, module in model.named_modules():
@@ -210,7 +218,7 @@ class _Observer:
             if code.co_filename.startswith(_LIBRARY) or code.co_name == "forward":
                 ctx.site = _record_site(frame)
             else:  # your code called the op (or the Tensor method that did): the common case
-                ctx.site = (((code, frame.f_lasti),), None, None)
+                ctx.site = (code, frame.f_lasti)
         if _tools:
             for tool in list(_tools):
                 tool.after_forward(function, ctx, arrays, options, output)

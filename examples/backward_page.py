@@ -26,8 +26,7 @@ def main(path="block_backward.html", predict=False, check=False):
         loss.name = "loss"
         return loss
 
-    with mt.debug.record_sites():  # so the page can say where each node was made
-        loss = forward(x)
+    loss = forward(x)
     return mt.viz.html(loss, path, predict=predict, check=(forward, x) if check else None)
 
 

@@ -251,8 +251,10 @@ def _debug_backward(node, grad):
     return grad_inputs
 
 
-class _Tool:
-    """Base of the context managers: register while active; do nothing by default."""
+class Tool:
+    """Base of the debugging tools (trace, break_on, detect_anomaly, and mt.viz.html's recorders):
+    a context manager that registers while active and watches forward and backward through the
+    observer. Override after_forward, wants_to_stop or after_backward; each does nothing here."""
 
     stops = 0
 
@@ -343,7 +345,7 @@ def _describe(index, node, grad_output, summed, input_labels):
             f"       grad out {grad_output.shape} |{grad_norm(grad_output):.3g}|  ->  grad in {inputs}")
 
 
-class trace(_Tool):
+class trace(Tool):
     """`with mt.debug.trace(): loss.backward()` prints one line per node as backward runs: the op,
     where it was made, the shapes and norms of the gradients, where each goes (a leaf by name:
     x, block.ln1.weight), and every broadcast reduction."""
@@ -389,7 +391,7 @@ def known_ops():
     return sorted(names)
 
 
-class break_on(_Tool):
+class break_on(Tool):
     """`with mt.debug.break_on(op="Softmax"): loss.backward()` calls breakpoint() inside each
     matching node's backward. Every condition given must hold: op (the Function's name, as in
     the trace: "Softmax"), label (a tensor's .name), nan=True (the incoming gradient has a NaN or
@@ -466,7 +468,7 @@ def _made_at(node):
     return f"\n  made at {where}" if where else ""
 
 
-class detect_anomaly(_Tool):
+class detect_anomaly(Tool):
     """`with mt.debug.detect_anomaly():` around forward and backward raises AnomalyError naming
     the first op that made a bad value, where it was made, and the shapes. The rule:
 
@@ -533,7 +535,7 @@ def _forward_outside(node):
 # ----------------------------------------------------------------------------
 
 
-class _RecordCalls(_Tool):
+class _RecordCalls(Tool):
     """Keep each node's inputs and options, so its backward can be re-checked alone."""
 
     def __init__(self):

@@ -13,8 +13,8 @@ EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3  # find_wrong_op's defaults
 MAX_CHECKED = 256  # elements compared per input (a random sample above it)
 
 
-class _RecordCalls(debug.record_sites):
-    """record_sites that also keeps each op's inputs and options, in forward order."""
+class _RecordCalls(debug.Tool):
+    """A debugging tool that keeps each op's inputs and options, in forward order."""
 
     def __init__(self):
         self.calls = {}  # node -> (function, input arrays, options)
@@ -95,6 +95,6 @@ def per_op_errors(fn, inputs):
                 passed = True  # gradcheck's own sample passed: trust it
             except GradcheckError as error:
                 report = str(error)
-        results.append({"op": node.name, "created_at": node.created_at, "relative_error": relative,
+        results.append({"op": node.name, "created_at": debug.created_at(node), "relative_error": relative,
                         "passed": passed, "report": report, "shape": node.output_shape})
     return output, results

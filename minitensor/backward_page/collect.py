@@ -34,8 +34,8 @@ def encode(array, max_elements):
     return record
 
 
-class _RawGradShapes(debug.record_sites):
-    """record_sites that also notes the shape of each gradient an op's backward returned,
+class _RawGradShapes(debug.Tool):
+    """A debugging tool that notes the shape of each gradient an op's backward returned,
     before the engine summed it back to its input's shape (so the page can say which axes)."""
 
     def __init__(self):
@@ -49,6 +49,7 @@ def layout(root):
     """Nodes (ops and leaves) in layers: the output at layer 0, every input below each of its
     consumers (longest path from the output); within a layer, ordered to shorten edges."""
     ops = topological_order(root)  # consumers before producers
+    labels = debug.leaf_labels(root)  # t.name, else the parameter's name in its model
     ids, items = {}, []
 
     def add(item):
@@ -89,11 +90,11 @@ def layout(root):
     for i, item in enumerate(items):
         if isinstance(item, Context):
             nodes.append({"id": i, "kind": "op", "op": item.name, "label": item.label,
-                          "shape": list(item.output_shape), "created_at": item.created_at})
+                          "shape": list(item.output_shape), "created_at": debug.created_at(item)})
         else:
             kind = "param" if isinstance(item, Parameter) else "leaf"
             nodes.append({"id": i, "kind": kind, "op": "Parameter" if kind == "param" else "leaf",
-                          "label": item.name, "shape": list(item.shape), "created_at": None})
+                          "label": labels.get(id(item)), "shape": list(item.shape), "created_at": None})
         nodes[-1]["layer"], nodes[-1]["x"] = depth[id(item)], place[i]
     return ids, nodes, [{"from": s, "to": c, "pos": p} for s, c, p in edges]
 

@@ -340,7 +340,7 @@ function render() {
   const index = position - 1, step = D.steps[index], node = D.nodes[step.node];
   panel.append(el("h2", {}, `#${index} ${step.op}`, step.label ? el("span", { class: "label" }, ` '${step.label}'`) : null));
   panel.append(step.created_at ? el("div", { class: "where" }, step.created_at)
-    : el("div", { class: "muted" }, "where it was made: not recorded (run the forward inside `with mt.debug.record_sites():`)"));
+    : el("div", { class: "muted" }, "where it was made: not recorded (a node made by a custom tool outside minitensor's ops)"));
   panel.append(el("div", { class: "muted" }, `output shape ${shapeText(node.shape)}`));
   if (node.check) {
     const c = node.check;

@@ -219,18 +219,20 @@ def attention_case(draw):
 @given(case=attention_case())
 def test_attention_matches_reference(backend, case):
     dtype, q, k, v, mask, is_causal = case
-    out, lse = reference.attention(q, k, v, mask, None, is_causal)
-    got_out, got_lse = backend.attention(*(to_backend(backend, a) for a in (q, k, v, mask)), None, is_causal)
+    out, stats = reference.attention(q, k, v, mask, None, is_causal)
+    got_out, got_stats = backend.attention(*(to_backend(backend, a) for a in (q, k, v, mask)), None, is_causal)
     # An output is a weighted mean of values: in float32 it is exact to a few ulps of
     # the largest value, not of itself (weights summing values of both signs cancel).
     value_scale = max(1.0, float(np.abs(v).max()))
     close = dict(rtol=2e-4, atol=2e-5 * value_scale) if dtype == np.float32 else TOLERANCE[dtype]
     np.testing.assert_allclose(to_numpy(got_out), out, **close)
-    np.testing.assert_allclose(to_numpy(got_lse), lse, **TOLERANCE[dtype])  # -inf where fully masked
+    for got_part, part in zip(got_stats, stats):  # row max (-inf where fully masked) and row sum (0)
+        np.testing.assert_allclose(to_numpy(got_part), part, **TOLERANCE[dtype])
     dout = np.random.default_rng(1).standard_normal(out.shape).astype(dtype)
-    expected = reference.attention_backward(q, k, v, out, lse, dout, mask, None, is_causal)
+    expected = reference.attention_backward(q, k, v, out, stats, dout, mask, None, is_causal)
     got = backend.attention_backward(
-        *(to_backend(backend, a) for a in (q, k, v, out, lse, dout, mask)), None, is_causal
+        *(to_backend(backend, a) for a in (q, k, v, out)), tuple(to_backend(backend, part) for part in stats),
+        *(to_backend(backend, a) for a in (dout, mask)), None, is_causal
     )
     scale = max(1.0, float(np.abs(np.stack([np.abs(a).max() for a in (q, k, v)])).max())) ** 2
     loose = dict(rtol=2e-3, atol=2e-4 * scale) if dtype == np.float32 else TOLERANCE[dtype]

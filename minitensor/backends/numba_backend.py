@@ -21,6 +21,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from . import blas_threads
 from .numpy_backend import default_scale
 
 # Numba's threads and OpenBLAS's threads fight for the same two cores: with the
@@ -153,8 +154,8 @@ def matmul(a, b):
     """
     if b.ndim == 2 and a.ndim > 2 and a.dtype == b.dtype:
         flat = np.ascontiguousarray(a).reshape(int(np.prod(a.shape[:-1])), a.shape[-1])  # (batch * n, k)
-        return np.dot(flat, b).reshape(a.shape[:-1] + (b.shape[-1],))
-    return np.matmul(a, b)
+        return blas_threads.product(np.dot, flat, b).reshape(a.shape[:-1] + (b.shape[-1],))
+    return blas_threads.product(np.matmul, a, b)  # a small product on one BLAS thread
 
 
 # ----------------------------------------------------------------------------

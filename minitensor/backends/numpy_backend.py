@@ -19,6 +19,8 @@ import math
 import numpy as np
 from scipy.special import erf, expit
 
+from . import blas_threads
+
 xp = np
 name = "numpy"
 
@@ -38,8 +40,10 @@ def _xp(array):
 
 
 def matmul(a, b):
-    """a @ b with NumPy's batching rules (BLAS does the work)."""
-    return _xp(a).matmul(a, b)
+    """a @ b with NumPy's batching rules (BLAS does the work; a small product on one BLAS
+    thread, which a busy machine cannot stall: see blas_threads.py)."""
+    xp = _xp(a)
+    return blas_threads.product(np.matmul, a, b) if xp is np else xp.matmul(a, b)
 
 
 # ----------------------------------------------------------------------------

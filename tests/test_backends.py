@@ -408,3 +408,18 @@ def test_gelu_kernels_stay_finite_and_accurate_far_out(backend, approximate):
     x64 = x.astype(np.float64)
     np.testing.assert_allclose(y, reference.gelu(x64, approximate), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(dx, reference.gelu_backward(x64, np.ones_like(x64), approximate), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("mask_shape, axis", [((5, 7), -1), ((1, 3, 5, 7), -1), ((2, 1, 5, 7), -1), ((5, 1), -1),
+                                              ((5, 7), -2), ((7,), 3), ((), -1)])
+def test_masked_softmax_with_a_shared_mask_matches_reference(backend, dtype, mask_shape, axis):
+    """A mask shared by the leading axes is used in place by the numba kernel (row r reads mask
+    row r % rows); one broadcast over a middle axis, or along another axis, is copied."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 5, 7)).astype(dtype)
+    mask = rng.random(mask_shape) < 0.4
+    if mask.ndim >= 2:
+        mask[..., 1, :] = True  # fully masked rows (along the last axis)
+    expected = reference.softmax(x, axis, mask)
+    assert_close(backend.softmax(to_backend(backend, x), axis, to_backend(backend, mask)), expected, dtype)

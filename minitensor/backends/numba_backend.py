@@ -165,13 +165,15 @@ def matmul(a, b):
 
 @njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)
 def _softmax_rows(x, hidden, y):
-    """y[r] = softmax(x[r]) over the entries not hidden; a fully hidden row is all zeros."""
+    """y[r] = softmax(x[r]) over the entries not hidden; a fully hidden row is all zeros.
+    Row r of x uses row r % len(hidden) of the mask (a mask shared by leading axes repeats)."""
     use_mask = hidden.shape[0] > 0
     for r in prange(x.shape[0]):
+        m = r % hidden.shape[0] if use_mask else 0
         row_max = -np.inf
         for c in range(x.shape[1]):
             # a visible NaN becomes the max, and so every weight of its row is NaN (as in NumPy)
-            if not (use_mask and hidden[r, c]) and (x[r, c] > row_max or x[r, c] != x[r, c]):
+            if not (use_mask and hidden[m, c]) and (x[r, c] > row_max or x[r, c] != x[r, c]):
                 row_max = x[r, c]
         if row_max == -np.inf:  # nothing visible: the policy is zeros, not 0 / 0
             y[r, :] = 0.0
@@ -179,7 +181,7 @@ def _softmax_rows(x, hidden, y):
         _exp_into(x[r], row_max, y[r])
         total = 0.0
         for c in range(x.shape[1]):
-            if use_mask and hidden[r, c]:
+            if use_mask and hidden[m, c]:
                 y[r, c] = 0.0
             total += y[r, c]
         inverse = 1.0 / total
@@ -227,11 +229,23 @@ def _log_softmax_backward_rows(y, dy, dx):
             dx[r, c] = dy[r, c] - dx[r, c] * total
 
 
+def _mask_rows(mask, shape, axis):
+    """A boolean mask as rows that repeat: row r of the scores uses mask row r % len(rows).
+    A mask shared by the leading axes (a (T, T) causal mask over (B, H, T, T) scores) is used
+    as it is, not copied out to the scores' size; any other broadcast is copied (as bools)."""
+    ndim = len(shape)
+    mask = mask.reshape((1,) * (ndim - mask.ndim) + mask.shape)
+    lead = 0
+    while lead < ndim - 1 and mask.shape[lead] == 1:
+        lead += 1
+    if axis == ndim - 1 and mask.shape[lead:] == tuple(shape[lead:]):
+        return np.ascontiguousarray(mask).reshape(-1, shape[-1])
+    return _rows(np.broadcast_to(mask, shape), axis)[0]
+
+
 def softmax(x, axis=-1, mask=None):
     rows, moved_shape = _rows(x, axis)
-    hidden = _no_mask()
-    if mask is not None:
-        hidden, _ = _rows(np.broadcast_to(mask, x.shape), axis)  # a bool copy, never a float one
+    hidden = _no_mask() if mask is None else _mask_rows(mask, x.shape, axis % x.ndim)
     y = np.empty_like(rows)
     if rows.size:
         _softmax_rows(rows, hidden, y)

@@ -3,7 +3,7 @@
 import importlib
 import sys
 
-BENCHMARKS = ["overhead", "kernels", "block"]
+BENCHMARKS = ["overhead", "kernels", "block", "train"]
 
 
 def main(argv):

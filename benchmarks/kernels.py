@@ -124,8 +124,8 @@ def attention_long(torch, rng):
         return out, ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(p, -1, -2) @ dout
 
     def tiled():
-        out, lse = nb.attention(q, k, v, None, None, True)
-        nb.attention_backward(q, k, v, out, lse, dout, None, None, True)
+        out, stats = nb.attention(q, k, v, None, None, True)
+        nb.attention_backward(q, k, v, out, stats, dout, None, None, True)
 
     times = {"numpy": best_seconds(materialised, repeats=3), "numba": best_seconds(tiled, repeats=3)}
     memory = {name: _peak_in_fresh_process(name) for name in ("numpy", "numba", "torch")}
@@ -156,12 +156,12 @@ def attention_memory(which):
     rng = np.random.default_rng(0)
     q, k, v, dout = (rng.standard_normal((2, 4, 2048, 64)).astype(np.float32) for _ in range(4))
     small = [a[:, :, :128] for a in (q, k, v)]
-    out, lse = nb.attention(*small, None, None, True)  # load the compiled kernels first
-    nb.attention_backward(*small, out, lse, dout[:, :, :128], None, None, True)
+    out, stats = nb.attention(*small, None, None, True)  # load the compiled kernels first
+    nb.attention_backward(*small, out, stats, dout[:, :, :128], None, None, True)
 
     def numba_run():
-        o, l = nb.attention(q, k, v, None, None, True)
-        nb.attention_backward(q, k, v, o, l, dout, None, None, True)
+        o, s = nb.attention(q, k, v, None, None, True)
+        nb.attention_backward(q, k, v, o, s, dout, None, None, True)
 
     def numpy_run():  # the materialised version: (2, 4, T, T) scores and weights
         causal = np.triu(np.ones((2048, 2048), dtype=bool), k=1)
@@ -188,7 +188,7 @@ def compile_times():
         "x = np.ones((4, 8), np.float32); y = nb.softmax(x, -1); nb.softmax_backward(y, x, -1);"
         "nb.log_softmax(x); nb.gelu(x); nb.gelu_backward(x, x); o = nb.layer_norm(x, x[0], x[0]);"
         "nb.layer_norm_backward(x, x, x[0], o[1], o[2]); q = np.ones((1, 2, 8, 4), np.float32);"
-        "out, lse = nb.attention(q, q, q); nb.attention_backward(q, q, q, out, lse, out);"
+        "out, stats = nb.attention(q, q, q); nb.attention_backward(q, q, q, out, stats, out);"
         "print(time.perf_counter() - t)"
     )
     with tempfile.TemporaryDirectory() as cache:

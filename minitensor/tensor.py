@@ -536,7 +536,7 @@ class Tensor:
 
     def masked_fill_(self, mask, value):
         """In place: set the positions where mask is True to value."""
-        mask = _check_mask(mask, self.shape, "masked_fill_")
+        mask = check_mask(_mask_array(mask), self.shape, "masked_fill_")
         return self._apply_inplace(ops.MaskedFill, "masked_fill_", mask=mask, value=value)
 
     def __setitem__(self, index, value):
@@ -588,12 +588,12 @@ class Tensor:
 
     def masked_fill(self, mask, value):
         """value where mask is True (a hidden position, as in the seeds), self elsewhere."""
-        mask = _check_mask(mask, self.shape, "masked_fill")
+        mask = check_mask(_mask_array(mask), self.shape, "masked_fill")
         return ops.MaskedFill.apply(self, mask=mask, value=value)
 
     def softmax(self, axis=-1, mask=None):
         """Softmax along axis; entries where the boolean mask is True get weight 0."""
-        mask = None if mask is None else _check_mask(mask, self.shape, "softmax")
+        mask = None if mask is None else _mask_array(mask)  # Softmax checks it
         return ops.Softmax.apply(self, axis=axis, mask=mask)
 
     def log_softmax(self, axis=-1):
@@ -721,11 +721,9 @@ def _index_arrays(index):
     return index
 
 
-def _check_mask(mask, shape, op):
-    """The mask as an array, once ops.axes.check_mask has accepted it."""
-    mask = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
-    check_mask(mask, shape, op)
-    return mask
+def _mask_array(mask):
+    """A mask given as a Tensor, as its array (ops.axes.check_mask checks every mask)."""
+    return mask.data if isinstance(mask, Tensor) else mask
 
 
 # ----------------------------------------------------------------------------

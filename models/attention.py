@@ -13,7 +13,8 @@ import numpy as np
 import minitensor as mt
 from minitensor import F
 from minitensor.nn import Linear, Module, init
-from minitensor.ops.attention import check_mask_fits
+from minitensor.backends.numpy_backend import default_scale
+from minitensor.ops.axes import check_mask
 
 
 def causal_mask(T, S=None):
@@ -36,28 +37,31 @@ def _mask_as_array(mask):
     return mask.data if isinstance(mask, mt.Tensor) else (None if mask is None else np.asarray(mask))
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, return_weights=False):
-    """softmax(q k^T / sqrt(d_k) + mask) v over (..., T, d_k) queries and keys.
+def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, scale=None, return_weights=False):
+    """softmax(q k^T * scale + mask) v over (..., T, d_k) queries and keys, scale = 1/sqrt(d_k).
 
-    Without return_weights this is the backend's fused, tiled kernel (no T x T
-    scores held). With return_weights=True the scores are materialised so the
-    weights can be returned: (output, weights). The two paths are tested equal.
+    The same function as `F.scaled_dot_product_attention` (same arguments, same mask
+    rule), plus `return_weights`. Without it this is the backend's fused, tiled kernel
+    (no T x T scores held). With return_weights=True the scores are materialised, written
+    out op by op, so the weights can be returned: (output, weights). The two paths are
+    tested equal.
     """
     mask = _mask_as_array(mask)
     if not return_weights:
-        return F.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal)
+        return F.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal, scale=scale)
     # BEGIN SOLUTION attention_masks
     scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
     hidden = np.zeros((q.shape[-2], k.shape[-2]), dtype=bool)
     if is_causal:
         hidden = causal_mask(q.shape[-2], k.shape[-2])
-    scores = (q @ k.swapaxes(-1, -2)) * (1 / math.sqrt(q.shape[-1]))  # (..., Tq, Tk)
+    scale = default_scale(q.shape[-1]) if scale is None else scale  # 1 / sqrt(d_k)
+    scores = (q @ k.swapaxes(-1, -2)) * scale  # (..., Tq, Tk)
     if mask is not None:
-        check_mask_fits(mask, scores_shape, "scaled_dot_product_attention")
+        mask = check_mask(mask, scores_shape, "scaled_dot_product_attention", scores_dtype=scores.dtype)
         if mask.dtype == np.bool_:
             hidden = hidden | mask
         else:
-            scores = scores + mt.tensor(mask.astype(scores.dtype))
+            scores = scores + mt.tensor(mask)
     weights = scores.softmax(axis=-1, mask=np.broadcast_to(hidden, scores.shape))  # hidden -> 0
     return weights @ v, weights
     # END SOLUTION
@@ -184,7 +188,7 @@ class MultiHeadAttention(Module):
         H, G, dh = self.heads, self.heads // self.kv_heads, self.d_head
         mask = _mask_as_array(mask)
         if mask is not None:  # before the cache grows: a failed call must leave it as it was
-            check_mask_fits(mask, (B, H, T, S), "MultiHeadAttention")
+            mask = check_mask(mask, (B, H, T, S), "MultiHeadAttention", scores_dtype=x.dtype)
 
         q = split_heads(self.w_q(x), H)  # (B, H, T, dh)
         k = split_heads(self.w_k(source), self.kv_heads)  # (B, Hkv, S_new, dh)
@@ -253,7 +257,7 @@ class MultiHeadLatentAttention(Module):
         mask = _mask_as_array(mask)
         if mask is not None:  # before the cache grows: a failed call must leave it as it was
             S = T + (0 if cache is None else len(cache))
-            check_mask_fits(mask, (B, H, T, S), "MultiHeadLatentAttention")
+            mask = check_mask(mask, (B, H, T, S), "MultiHeadLatentAttention", scores_dtype=x.dtype)
         c = self.w_dkv(x)  # (B, T, d_latent): all that is cached
         if cache is not None:
             c = cache.update(c)  # (B, S, d_latent)

@@ -219,18 +219,20 @@ def attention_case(draw):
 @given(case=attention_case())
 def test_attention_matches_reference(backend, case):
     dtype, q, k, v, mask, is_causal = case
-    out, lse = reference.attention(q, k, v, mask, None, is_causal)
-    got_out, got_lse = backend.attention(*(to_backend(backend, a) for a in (q, k, v, mask)), None, is_causal)
+    out, stats = reference.attention(q, k, v, mask, None, is_causal)
+    got_out, got_stats = backend.attention(*(to_backend(backend, a) for a in (q, k, v, mask)), None, is_causal)
     # An output is a weighted mean of values: in float32 it is exact to a few ulps of
     # the largest value, not of itself (weights summing values of both signs cancel).
     value_scale = max(1.0, float(np.abs(v).max()))
     close = dict(rtol=2e-4, atol=2e-5 * value_scale) if dtype == np.float32 else TOLERANCE[dtype]
     np.testing.assert_allclose(to_numpy(got_out), out, **close)
-    np.testing.assert_allclose(to_numpy(got_lse), lse, **TOLERANCE[dtype])  # -inf where fully masked
+    for got_part, part in zip(got_stats, stats):  # row max (-inf where fully masked) and row sum (0)
+        np.testing.assert_allclose(to_numpy(got_part), part, **TOLERANCE[dtype])
     dout = np.random.default_rng(1).standard_normal(out.shape).astype(dtype)
-    expected = reference.attention_backward(q, k, v, out, lse, dout, mask, None, is_causal)
+    expected = reference.attention_backward(q, k, v, out, stats, dout, mask, None, is_causal)
     got = backend.attention_backward(
-        *(to_backend(backend, a) for a in (q, k, v, out, lse, dout, mask)), None, is_causal
+        *(to_backend(backend, a) for a in (q, k, v, out)), tuple(to_backend(backend, part) for part in stats),
+        *(to_backend(backend, a) for a in (dout, mask)), None, is_causal
     )
     scale = max(1.0, float(np.abs(np.stack([np.abs(a).max() for a in (q, k, v)])).max())) ** 2
     loose = dict(rtol=2e-3, atol=2e-4 * scale) if dtype == np.float32 else TOLERANCE[dtype]
@@ -406,3 +408,18 @@ def test_gelu_kernels_stay_finite_and_accurate_far_out(backend, approximate):
     x64 = x.astype(np.float64)
     np.testing.assert_allclose(y, reference.gelu(x64, approximate), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(dx, reference.gelu_backward(x64, np.ones_like(x64), approximate), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("mask_shape, axis", [((5, 7), -1), ((1, 3, 5, 7), -1), ((2, 1, 5, 7), -1), ((5, 1), -1),
+                                              ((5, 7), -2), ((7,), 3), ((), -1)])
+def test_masked_softmax_with_a_shared_mask_matches_reference(backend, dtype, mask_shape, axis):
+    """A mask shared by the leading axes is used in place by the numba kernel (row r reads mask
+    row r % rows); one broadcast over a middle axis, or along another axis, is copied."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 5, 7)).astype(dtype)
+    mask = rng.random(mask_shape) < 0.4
+    if mask.ndim >= 2:
+        mask[..., 1, :] = True  # fully masked rows (along the last axis)
+    expected = reference.softmax(x, axis, mask)
+    assert_close(backend.softmax(to_backend(backend, x), axis, to_backend(backend, mask)), expected, dtype)

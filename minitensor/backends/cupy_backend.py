@@ -237,8 +237,10 @@ def layer_norm_backward(dy, x, weight, mean, rstd):
 
 
 _gelu_exact = cupy.ElementwiseKernel("T x", "T y", "y = 0.5 * x * (1 + erf(x * 0.7071067811865476))", "mt_gelu_exact")
+# The tanh form 0.5 x (1 + tanh u) is computed as x * sigmoid(2u) = x / (1 + exp(-2u)), as in the
+# reference and the Numba kernels: 1 + tanh u cancels to nothing in float32 for x < -5.
 _gelu_tanh = cupy.ElementwiseKernel(
-    "T x", "T y", "y = 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))", "mt_gelu_tanh"
+    "T x", "T y", "y = x / (1 + exp(-2 * 0.7978845608028654 * (x + 0.044715 * x * x * x)))", "mt_gelu_tanh"
 )
 _gelu_exact_backward = cupy.ElementwiseKernel(
     "T x, T dy", "T dx",
@@ -247,9 +249,13 @@ _gelu_exact_backward = cupy.ElementwiseKernel(
 )
 _gelu_tanh_backward = cupy.ElementwiseKernel(
     "T x, T dy", "T dx",
-    """T t = tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
+    # d/dx [x s] = s + 2 x s (1 - s) du/dx with s = sigmoid(2u) = 1 / (1 + e), e = exp(-2u),
+    # and 1 - s = e / (1 + e): no cancellation; -2u capped at 80 keeps 1 + e finite in float32
+    """T e = exp(fmin(-2 * 0.7978845608028654 * (x + 0.044715 * x * x * x), 80.0));
+       T s = 1 / (1 + e);
+       T one_minus_s = e / (1 + e);
        T du = 0.7978845608028654 * (1 + 3 * 0.044715 * x * x);
-       dx = dy * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du)""",
+       dx = dy * (s + 2 * x * s * one_minus_s * du)""",
     "mt_gelu_tanh_backward",
 )
 
@@ -268,6 +274,6 @@ def attention(q, k, v, mask=None, scale=None, is_causal=False):
     return reference.attention(q, k, v, mask, scale, is_causal)
 
 
-def attention_backward(q, k, v, out, lse, dout, mask=None, scale=None, is_causal=False):
+def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None, is_causal=False):
     mask = None if mask is None else cupy.asarray(mask)
-    return reference.attention_backward(q, k, v, out, lse, dout, mask, scale, is_causal)
+    return reference.attention_backward(q, k, v, out, softmax_stats, dout, mask, scale, is_causal)

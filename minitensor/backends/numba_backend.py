@@ -21,6 +21,9 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from . import blas_threads
+from .numpy_backend import default_scale
+
 # Numba's threads and OpenBLAS's threads fight for the same cores: the default
 # (OpenMP) layer spins its waiting threads while BLAS runs, the workqueue layer does
 # not (compare: NUMBA_THREADING_LAYER=omp python -m benchmarks block).
@@ -116,8 +119,11 @@ def _exp_into(src, offset, dst):
         t = min(max(np.float32(src[i] - offset), _EXP_LOW), _EXP_HIGH)
         bits[i] += np.int32(np.floor(t * _LOG2E + np.float32(0.5))) << 23
     for i in range(src.shape[0]):
-        if src[i] - offset < _EXP_LOW:
+        t = src[i] - offset
+        if t < _EXP_LOW:
             dst[i] = 0.0
+        elif t != t:  # NaN in, NaN out (the clamp above would have made it a number)
+            dst[i] = np.nan
 
 
 def exp(x):
@@ -148,8 +154,8 @@ def matmul(a, b):
     """
     if b.ndim == 2 and a.ndim > 2 and a.dtype == b.dtype:
         flat = np.ascontiguousarray(a).reshape(int(np.prod(a.shape[:-1])), a.shape[-1])  # (batch * n, k)
-        return np.dot(flat, b).reshape(a.shape[:-1] + (b.shape[-1],))
-    return np.matmul(a, b)
+        return blas_threads.product(np.dot, flat, b).reshape(a.shape[:-1] + (b.shape[-1],))
+    return blas_threads.product(np.matmul, a, b)  # a small product on one BLAS thread
 
 
 # ----------------------------------------------------------------------------
@@ -159,12 +165,15 @@ def matmul(a, b):
 
 @njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)
 def _softmax_rows(x, hidden, y):
-    """y[r] = softmax(x[r]) over the entries not hidden; a fully hidden row is all zeros."""
+    """y[r] = softmax(x[r]) over the entries not hidden; a fully hidden row is all zeros.
+    Row r of x uses row r % len(hidden) of the mask (a mask shared by leading axes repeats)."""
     use_mask = hidden.shape[0] > 0
     for r in prange(x.shape[0]):
+        m = r % hidden.shape[0] if use_mask else 0
         row_max = -np.inf
         for c in range(x.shape[1]):
-            if not (use_mask and hidden[r, c]) and x[r, c] > row_max:
+            # a visible NaN becomes the max, and so every weight of its row is NaN (as in NumPy)
+            if not (use_mask and hidden[m, c]) and (x[r, c] > row_max or x[r, c] != x[r, c]):
                 row_max = x[r, c]
         if row_max == -np.inf:  # nothing visible: the policy is zeros, not 0 / 0
             y[r, :] = 0.0
@@ -172,7 +181,7 @@ def _softmax_rows(x, hidden, y):
         _exp_into(x[r], row_max, y[r])
         total = 0.0
         for c in range(x.shape[1]):
-            if use_mask and hidden[r, c]:
+            if use_mask and hidden[m, c]:
                 y[r, c] = 0.0
             total += y[r, c]
         inverse = 1.0 / total
@@ -197,7 +206,8 @@ def _log_softmax_rows(x, y):
     for r in prange(x.shape[0]):
         row_max = -np.inf
         for c in range(x.shape[1]):
-            row_max = max(row_max, x[r, c])
+            if x[r, c] > row_max or x[r, c] != x[r, c]:  # a NaN makes the row NaN
+                row_max = x[r, c]
         _exp_into(x[r], row_max, y[r])  # y as scratch for the exps
         total = 0.0
         for c in range(x.shape[1]):
@@ -219,11 +229,23 @@ def _log_softmax_backward_rows(y, dy, dx):
             dx[r, c] = dy[r, c] - dx[r, c] * total
 
 
+def _mask_rows(mask, shape, axis):
+    """A boolean mask as rows that repeat: row r of the scores uses mask row r % len(rows).
+    A mask shared by the leading axes (a (T, T) causal mask over (B, H, T, T) scores) is used
+    as it is, not copied out to the scores' size; any other broadcast is copied (as bools)."""
+    ndim = len(shape)
+    mask = mask.reshape((1,) * (ndim - mask.ndim) + mask.shape)
+    lead = 0
+    while lead < ndim - 1 and mask.shape[lead] == 1:
+        lead += 1
+    if axis == ndim - 1 and mask.shape[lead:] == tuple(shape[lead:]):
+        return np.ascontiguousarray(mask).reshape(-1, shape[-1])
+    return _rows(np.broadcast_to(mask, shape), axis)[0]
+
+
 def softmax(x, axis=-1, mask=None):
     rows, moved_shape = _rows(x, axis)
-    hidden = _no_mask()
-    if mask is not None:
-        hidden, _ = _rows(np.broadcast_to(mask, x.shape), axis)  # a bool copy, never a float one
+    hidden = _no_mask() if mask is None else _mask_rows(mask, x.shape, axis % x.ndim)
     y = np.empty_like(rows)
     if rows.size:
         _softmax_rows(rows, hidden, y)
@@ -491,7 +513,7 @@ def _mask_tile(scores, bh, i0, j0, hidden, bias, causal, causal_offset, scale):
 
 
 @njit(parallel=True, cache=True)
-def _attention_forward(q, k, v, hidden, bias, causal, causal_offset, scale, out, lse):
+def _attention_forward(q, k, v, hidden, bias, causal, causal_offset, scale, out, row_max, row_sum):
     """out = softmax(q k^T * scale + bias, hidden) v per (batch*head), one query block per job."""
     heads, queries, _ = q.shape
     keys = k.shape[1]
@@ -514,7 +536,8 @@ def _attention_forward(q, k, v, hidden, bias, causal, causal_offset, scale, out,
             for a in range(i1 - i0):
                 new_max = running_max[a]
                 for b in range(j1 - j0):
-                    new_max = max(new_max, scores[a, b])
+                    if scores[a, b] > new_max or scores[a, b] != scores[a, b]:  # NaN wins
+                        new_max = scores[a, b]
                 if new_max == -np.inf:  # nothing visible yet in this row
                     for b in range(j1 - j0):
                         scores[a, b] = 0.0
@@ -531,19 +554,17 @@ def _attention_forward(q, k, v, hidden, bias, causal, causal_offset, scale, out,
                 running_max[a] = new_max
             acc += np.dot(scores, v[bh, j0:j1])  # (block, dv), BLAS
         for a in range(i1 - i0):
-            if normaliser[a] > 0:
-                for c in range(acc.shape[1]):
-                    out[bh, i0 + a, c] = acc[a, c] / normaliser[a]
-                lse[bh, i0 + a] = running_max[a] + math.log(normaliser[a])
-            else:  # a fully masked row: output zero (the policy), lse = -inf
-                for c in range(acc.shape[1]):
-                    out[bh, i0 + a, c] = 0.0
-                lse[bh, i0 + a] = -np.inf
+            # a fully masked row (l = 0) outputs zero (the policy); "!= 0" lets a NaN through
+            inverse = 1.0 / normaliser[a] if normaliser[a] != 0 else 0.0
+            for c in range(acc.shape[1]):
+                out[bh, i0 + a, c] = acc[a, c] * inverse
+            row_max[bh, i0 + a] = running_max[a]
+            row_sum[bh, i0 + a] = normaliser[a]
 
 
 @njit(parallel=True, cache=True)
-def _attention_backward(q, k, v, out, lse, dout, hidden, bias, causal, causal_offset, scale, dq, dk, dv):
-    """Recompute each tile's weights P = exp(S - lse) and accumulate
+def _attention_backward(q, k, v, out, row_max, row_sum, dout, hidden, bias, causal, causal_offset, scale, dq, dk, dv):
+    """Recompute each tile's weights P = exp(S - m) / l and accumulate
     dV += P^T dO, dS = P * (dO V^T - D), dQ += scale dS K, dK += scale dS^T Q.
     One (batch*head) per job, so no two threads add into the same dK or dV."""
     heads, queries, _ = q.shape
@@ -567,12 +588,14 @@ def _attention_backward(q, k, v, out, lse, dout, hidden, bias, causal, causal_of
                 P = np.dot(q_block, k[bh, j0:j1].T)
                 _mask_tile(P, bh, i0, j0, hidden, bias, causal, causal_offset, scale)
                 for a in range(i1 - i0):
-                    row_lse = lse[bh, i0 + a]
-                    if row_lse == -np.inf:  # a fully masked row: no weights, no gradient
+                    total = row_sum[bh, i0 + a]
+                    if total == 0:  # a fully masked row: no weights, no gradient
                         P[a, :] = 0.0
                         continue
-                    _exp_into(P[a], row_lse, weights[: j1 - j0])
-                    P[a, :] = weights[: j1 - j0]
+                    _exp_into(P[a], row_max[bh, i0 + a], weights[: j1 - j0])
+                    inverse = 1.0 / total
+                    for b in range(j1 - j0):
+                        P[a, b] = weights[b] * inverse
                 dv[bh, j0:j1] += np.dot(P.T, dout_block)
                 dS = np.dot(dout_block, v[bh, j0:j1].T)  # dP, then dS in place
                 for a in range(i1 - i0):
@@ -587,9 +610,10 @@ def _heads(q, k, v, mask):
     """Broadcast q, k, v to one batch shape and flatten it: (batch*heads, T, d), C order.
     The mask keeps a leading size 1 when it is shared by every batch and head."""
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    heads = math.prod(batch)
 
     def flat(t):
-        return np.ascontiguousarray(np.broadcast_to(t, batch + t.shape[-2:])).reshape((-1,) + t.shape[-2:])
+        return np.ascontiguousarray(np.broadcast_to(t, batch + t.shape[-2:])).reshape((heads,) + t.shape[-2:])
 
     q3, k3, v3 = flat(q), flat(k), flat(v)
     hidden = np.zeros((0, 0, 0), dtype=np.bool_)
@@ -599,7 +623,7 @@ def _heads(q, k, v, mask):
         full = np.broadcast_to(mask, batch + scores_shape)
         shared = mask.ndim <= 2 or all(n == 1 for n in mask.shape[:-2])
         m3 = (np.broadcast_to(mask.reshape(mask.shape[-2:]) if mask.ndim >= 2 else mask, scores_shape)[None]
-              if shared else full.reshape((-1,) + scores_shape))
+              if shared else full.reshape((heads,) + scores_shape))
         m3 = np.ascontiguousarray(m3)
         if mask.dtype == np.bool_:
             hidden = m3
@@ -609,24 +633,29 @@ def _heads(q, k, v, mask):
 
 
 def attention(q, k, v, mask=None, scale=None, is_causal=False):
-    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    """Returns (out, (row_max, row_sum)), as the reference does."""
+    scale = default_scale(q.shape[-1]) if scale is None else scale
     batch, q3, k3, v3, hidden, bias = _heads(q, k, v, mask)
     out = np.empty(q3.shape[:2] + (v3.shape[-1],), dtype=q.dtype)
-    lse = np.empty(q3.shape[:2], dtype=q.dtype)
+    row_max = np.empty(q3.shape[:2], dtype=q.dtype)
+    row_sum = np.empty(q3.shape[:2], dtype=q.dtype)
     causal_offset = k.shape[-2] - q.shape[-2]
-    _attention_forward(q3, k3, v3, hidden, bias, bool(is_causal), causal_offset, scale, out, lse)
-    return out.reshape(batch + out.shape[1:]), lse.reshape(batch + lse.shape[1:])
+    _attention_forward(q3, k3, v3, hidden, bias, bool(is_causal), causal_offset, scale, out, row_max, row_sum)
+    stats_shape = batch + (q.shape[-2],)
+    return out.reshape(batch + out.shape[1:]), (row_max.reshape(stats_shape), row_sum.reshape(stats_shape))
 
 
-def attention_backward(q, k, v, out, lse, dout, mask=None, scale=None, is_causal=False):
-    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None, is_causal=False):
+    scale = default_scale(q.shape[-1]) if scale is None else scale
     batch, q3, k3, v3, hidden, bias = _heads(q, k, v, mask)
     out3 = np.ascontiguousarray(out).reshape(q3.shape[:2] + (v3.shape[-1],))
-    lse3 = np.ascontiguousarray(lse).reshape(q3.shape[:2])
+    row_max, row_sum = (np.ascontiguousarray(s, dtype=q.dtype).reshape(q3.shape[:2]) for s in softmax_stats)
     dout3 = np.ascontiguousarray(dout, dtype=q.dtype).reshape(out3.shape)
     dq, dk, dv = np.empty_like(q3), np.zeros_like(k3), np.zeros_like(v3)
     causal_offset = k.shape[-2] - q.shape[-2]
-    _attention_backward(q3, k3, v3, out3, lse3, dout3, hidden, bias, bool(is_causal), causal_offset, scale, dq, dk, dv)
+    _attention_backward(
+        q3, k3, v3, out3, row_max, row_sum, dout3, hidden, bias, bool(is_causal), causal_offset, scale, dq, dk, dv
+    )
     return (dq.reshape(batch + dq.shape[1:]), dk.reshape(batch + dk.shape[1:]), dv.reshape(batch + dv.shape[1:]))
 
 

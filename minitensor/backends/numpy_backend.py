@@ -19,6 +19,8 @@ import math
 import numpy as np
 from scipy.special import erf, expit
 
+from . import blas_threads
+
 xp = np
 name = "numpy"
 
@@ -38,8 +40,10 @@ def _xp(array):
 
 
 def matmul(a, b):
-    """a @ b with NumPy's batching rules (BLAS does the work)."""
-    return _xp(a).matmul(a, b)
+    """a @ b with NumPy's batching rules (BLAS does the work; a small product on one BLAS
+    thread, which a busy machine cannot stall: see blas_threads.py)."""
+    xp = _xp(a)
+    return blas_threads.product(np.matmul, a, b) if xp is np else xp.matmul(a, b)
 
 
 # ----------------------------------------------------------------------------
@@ -52,8 +56,8 @@ def softmax(x, axis=-1, mask=None):
     xp = _xp(x)
     if mask is not None:
         x = xp.where(mask, -xp.inf, x)
-    row_max = x.max(axis=axis, keepdims=True)
-    row_max = xp.where(xp.isfinite(row_max), row_max, 0)  # a fully hidden row: avoid -inf - -inf
+    row_max = x.max(axis=axis, keepdims=True)  # NaN if the row holds one: every weight is NaN
+    row_max = xp.where(row_max == -xp.inf, 0, row_max)  # a fully hidden row: avoid -inf - -inf
     exp_x = xp.exp(x - row_max)
     total = exp_x.sum(axis=axis, keepdims=True)
     return exp_x / xp.where(total == 0, 1, total)  # a fully hidden row stays all zeros
@@ -175,6 +179,24 @@ def _erf(x):
 KEY_TILE = 128
 
 
+def default_scale(d_k):
+    """1 / sqrt(d_k); with d_k = 0 every score is an empty sum, 0, and any scale gives 0
+    (PyTorch returns the mean of the values there, and so do we)."""
+    return 1 / math.sqrt(d_k) if d_k else 1.0
+
+
+def _full_mask(mask, q, k):
+    """The mask with its last two axes grown to (Tq, Tk) (a view, no copy), so that a tile
+    of keys can be sliced from it: a (Tq, 1) or 0-d mask has no key axis to slice. A float
+    mask takes the scores' dtype (it never changes the result's dtype)."""
+    if mask is None:
+        return None
+    xp = _xp(q)
+    if mask.dtype != bool:
+        mask = mask.astype(q.dtype, copy=False)
+    return xp.broadcast_to(mask, mask.shape[:-2] + (q.shape[-2], k.shape[-2]))
+
+
 def _tile_scores(q, k_tile, k_total, scale, key_start, mask, is_causal):
     """Scores of every query against one tile of keys; hidden ones set to -inf."""
     xp = _xp(q)
@@ -204,12 +226,15 @@ def attention(q, k, v, mask=None, scale=None, is_causal=False):
     rescales the old l and acc by exp(m_old - m_new). At the end out = acc / l.
     Only (..., Tq, KEY_TILE) scores exist at a time, never (..., Tq, Tk).
 
-    Returns (out, lse) with lse = m + log l, the log-sum-exp of each query's
-    scores (-inf for a fully masked row), which is all backward needs.
+    Returns (out, (row_max, row_sum)): each query's m and l, all backward needs to
+    rebuild the weights P = exp(S - m) / l. (Kept apart, not as lse = m + log l: at a
+    score of 1e30, or 1e7 in float32, m + log l rounds to m and the weights rebuilt
+    from it lose their normaliser.) A fully masked row has m = -inf and l = 0.
     """
     # BEGIN SOLUTION tiled_attention
     xp = _xp(q)
-    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scale = default_scale(q.shape[-1]) if scale is None else scale
+    mask = _full_mask(mask, q, k)
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     running_max = xp.full(batch + (q.shape[-2], 1), -xp.inf, dtype=q.dtype)
     normaliser = xp.zeros(batch + (q.shape[-2], 1), dtype=q.dtype)
@@ -217,40 +242,43 @@ def attention(q, k, v, mask=None, scale=None, is_causal=False):
     for start in range(0, k.shape[-2], KEY_TILE):
         k_tile, v_tile = k[..., start : start + KEY_TILE, :], v[..., start : start + KEY_TILE, :]
         scores = _tile_scores(q, k_tile, k.shape[-2], scale, start, mask, is_causal)  # (..., Tq, tile)
-        new_max = xp.maximum(running_max, scores.max(axis=-1, keepdims=True))
-        safe_max = xp.where(xp.isfinite(new_max), new_max, 0)  # rows with nothing visible yet
+        new_max = xp.maximum(running_max, scores.max(axis=-1, keepdims=True))  # NaN if a score is
+        safe_max = xp.where(new_max == -xp.inf, 0, new_max)  # rows with nothing visible yet
         weights = xp.exp(scores - safe_max)  # exp(-inf) = 0 for hidden keys
         correction = xp.exp(running_max - safe_max)  # rescales what was summed so far
         normaliser = normaliser * correction + weights.sum(axis=-1, keepdims=True)
         acc = acc * correction + xp.matmul(weights, v_tile)
         running_max = new_max
-    visible = normaliser > 0
-    out = acc / xp.where(visible, normaliser, 1)  # a fully masked row: acc = 0, so out = 0
-    lse = xp.where(visible, running_max + xp.log(xp.where(visible, normaliser, 1)), -xp.inf)
-    return out, lse[..., 0]
+    # A fully masked row has l = 0 and acc = 0, so out = 0 (the policy). "!= 0", not "> 0":
+    # a NaN normaliser must stay visible and carry its NaN into the output.
+    out = acc / xp.where(normaliser != 0, normaliser, 1)
+    return out, (running_max[..., 0], normaliser[..., 0])
     # END SOLUTION
 
 
-def attention_backward(q, k, v, out, lse, dout, mask=None, scale=None, is_causal=False):
-    """Gradients of attention, recomputing each tile's weights from the saved lse.
+def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None, is_causal=False):
+    """Gradients of attention, rebuilding each tile's weights from the saved row max and sum.
 
-    With P = exp(S - lse) (the softmax weights) and D_i = sum_c dout_ic out_ic:
+    With P = exp(S - m) / l (the softmax weights) and D_i = sum_c dout_ic out_ic:
         dV = P^T dout,   dP = dout V^T,   dS = P * (dP - D),
         dQ = scale * dS K,   dK = scale * dS^T Q.
     Returns (dq, dk, dv) with the broadcast batch shape; where q, k or v was
     broadcast, the engine's unbroadcast sums the gradient back, as for any op.
     """
     xp = _xp(q)
-    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    lse = lse[..., None]
-    safe_lse = xp.where(xp.isfinite(lse), lse, 0)
+    scale = default_scale(q.shape[-1]) if scale is None else scale
+    mask = _full_mask(mask, q, k)
+    row_max, row_sum = (s[..., None] for s in softmax_stats)  # (..., Tq, 1)
+    visible = row_sum != 0  # a fully masked row (l = 0) has no weights and gets no gradient
+    safe_max = xp.where(row_max == -xp.inf, 0, row_max)
+    safe_sum = xp.where(visible, row_sum, 1)
     D = (dout * out).sum(axis=-1, keepdims=True)  # (..., Tq, 1)
     dq = xp.zeros(np.broadcast_shapes(q.shape, dout.shape[:-1] + (q.shape[-1],)), dtype=q.dtype)
     dk_tiles, dv_tiles = [], []
     for start in range(0, k.shape[-2], KEY_TILE):
         k_tile, v_tile = k[..., start : start + KEY_TILE, :], v[..., start : start + KEY_TILE, :]
         scores = _tile_scores(q, k_tile, k.shape[-2], scale, start, mask, is_causal)
-        P = xp.where(xp.isfinite(lse), xp.exp(scores - safe_lse), 0)  # (..., Tq, tile)
+        P = xp.where(visible, xp.exp(scores - safe_max) / safe_sum, 0)  # (..., Tq, tile)
         dv_tiles.append(xp.matmul(xp.swapaxes(P, -1, -2), dout))
         dP = xp.matmul(dout, xp.swapaxes(v_tile, -1, -2))
         dS = P * (dP - D)
@@ -259,4 +287,3 @@ def attention_backward(q, k, v, out, lse, dout, mask=None, scale=None, is_causal
     dk = xp.concatenate(dk_tiles, axis=-2) if dk_tiles else xp.zeros_like(k)
     dv = xp.concatenate(dv_tiles, axis=-2) if dv_tiles else xp.zeros_like(v)
     return dq, dk, dv
-

@@ -35,9 +35,12 @@ def log_softmax(x, axis=-1):
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, scale=None):
-    """softmax(q k^T / sqrt(d_k) + mask) v as one fused, tiled op (see ops/attention.py).
+    """softmax(q k^T * scale + mask) v as one fused, tiled op (see ops/attention.py);
+    scale = 1 / sqrt(d_k) unless given.
 
-    mask: boolean (True hides), or float (added to the scores); a NumPy array or a Tensor.
+    mask: boolean (True hides), or float (added to the scores, in the scores' dtype);
+    a NumPy array or a Tensor (the rule: ops/axes.py, check_mask). models.attention's
+    function of the same name is this one, plus return_weights=True for the weights.
     """
     mask = mask.data if isinstance(mask, Tensor) else mask
     return ops.Attention.apply(q, k, v, mask=mask, scale=scale, is_causal=is_causal)

@@ -4,24 +4,13 @@ import numpy as np
 
 from .. import backends
 from ..autograd import Function
+from ..backends.numpy_backend import default_scale
+from .axes import check_mask
 
 
-def check_mask_fits(mask, scores_shape, op):
-    """A mask must broadcast to the scores' shape (batch..., queries, keys); say both if not."""
-    scores_shape = tuple(scores_shape)
-    try:
-        fits = np.broadcast_shapes(mask.shape, scores_shape) == scores_shape
-    except ValueError:
-        fits = False
-    if not fits:
-        raise ValueError(
-            f"{op}: a mask of shape {mask.shape} does not broadcast to the scores' shape "
-            f"{scores_shape} (batch..., queries, keys)"
-        )
-
-
-def check_attention_shapes(q, k, v, mask):
-    """Raise a ValueError naming the shapes when q, k, v (and mask) do not fit together."""
+def check_attention_inputs(q, k, v, mask):
+    """Raise a ValueError naming the shapes when q, k, v (and mask) do not fit together;
+    return the mask as the backends take it (ops.axes.check_mask: the one mask rule)."""
     if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
         raise ValueError(
             f"attention: q, k and v need at least 2 axes (..., T, d), got shapes {q.shape}, {k.shape}, {v.shape}"
@@ -36,8 +25,9 @@ def check_attention_shapes(q, k, v, mask):
         raise ValueError(
             f"attention: the batch axes of q {q.shape}, k {k.shape} and v {v.shape} do not broadcast"
         ) from None
-    if mask is not None:
-        check_mask_fits(mask, batch + (q.shape[-2], k.shape[-2]), "attention")
+    if mask is None:
+        return None
+    return check_mask(mask, batch + (q.shape[-2], k.shape[-2]), "attention", scores_dtype=q.dtype)
 
 
 class Attention(Function):
@@ -49,24 +39,26 @@ class Attention(Function):
     A query that sees no key gets a zero output (never NaN).
 
     The backend computes it a tile of keys at a time with a running softmax
-    (see backends/numpy_backend.py: attention), saving only the output and each
-    query's log-sum-exp; backward recomputes the weights tile by tile:
-        P = exp(S - lse),  dV = P^T dout,  dS = P * (dout V^T - rowsum(dout * out)),
+    (see backends/numpy_backend.py: attention), saving the output and, per query,
+    the largest score m and the normaliser l = sum exp(s - m); backward rebuilds
+    the weights tile by tile from them:
+        P = exp(S - m) / l,  dV = P^T dout,  dS = P * (dout V^T - rowsum(dout * out)),
         dQ = scale dS K,   dK = scale dS^T Q.
     """
 
     @staticmethod
     def forward(ctx, q, k, v, mask=None, scale=None, is_causal=False):
-        check_attention_shapes(q, k, v, mask)
-        out, lse = backends.active().attention(q, k, v, mask, scale, is_causal)
-        ctx.save_for_backward(q, k, v, out, lse)
+        mask = check_attention_inputs(q, k, v, mask)
+        scale = default_scale(q.shape[-1]) if scale is None else scale
+        out, softmax_stats = backends.active().attention(q, k, v, mask, scale, is_causal)
+        ctx.save_for_backward(q, k, v, out, softmax_stats)
         ctx.mask, ctx.scale, ctx.is_causal = mask, scale, is_causal
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        q, k, v, out, lse = ctx.saved_tensors
+        q, k, v, out, softmax_stats = ctx.saved_tensors
         dq, dk, dv = backends.active().attention_backward(
-            q, k, v, out, lse, grad, ctx.mask, ctx.scale, ctx.is_causal
+            q, k, v, out, softmax_stats, grad, ctx.mask, ctx.scale, ctx.is_causal
         )
         return dq, dk, dv

@@ -41,13 +41,36 @@ def _is_integer(axis):
     return isinstance(axis, (int, np.integer)) and not isinstance(axis, bool)
 
 
-def check_mask(mask, shape, op):
-    """A boolean mask (True hides) must broadcast to `shape`; raise naming both shapes if not."""
-    if mask.dtype != np.bool_:
-        raise TypeError(f"{op}: the mask must be boolean (True marks a hidden position), got dtype {mask.dtype}")
+def check_mask(mask, shape, op, scores_dtype=None):
+    """The one mask rule, for every op that takes `mask=` (softmax, masked_fill, attention)
+    and every backend; the README states it under "Backends". Returns the mask to use.
+
+    - A boolean mask marks hidden positions with True.
+    - Attention (the ops that pass `scores_dtype`) also takes a floating-point mask, added to
+      the scores; it is cast to the scores' dtype, so a mask never changes the result's dtype.
+    - Nothing else: an integer 0/1 mask is ambiguous (a bias of 0 and 1, or hide where 1?)
+      and PyTorch refuses it too.
+    - Its shape broadcasts to `shape` without growing it (a 0-d mask, a (T, 1) mask, ...).
+    """
+    if not hasattr(mask, "dtype"):  # a list or a Python bool
+        mask = np.asarray(mask)
+    is_float = np.issubdtype(mask.dtype, np.floating)
+    if mask.dtype != np.bool_ and not (is_float and scores_dtype is not None):
+        accepted = "boolean (True marks a hidden position)" + (
+            " or floating point (added to the scores)" if scores_dtype is not None else ""
+        )
+        raise TypeError(
+            f"{op}: the mask must be {accepted}, got dtype {mask.dtype}; for a 0/1 mask "
+            f"where 1 hides a position, pass `mask != 0`"
+        )
+    shape = tuple(shape)
     try:
-        fits = np.broadcast_shapes(mask.shape, tuple(shape)) == tuple(shape)
+        fits = np.broadcast_shapes(mask.shape, shape) == shape
     except ValueError:
         fits = False
     if not fits:
-        raise ValueError(f"{op}: a mask of shape {mask.shape} does not broadcast to the tensor's shape {tuple(shape)}")
+        target = f"the scores' shape {shape} (batch..., queries, keys)" if scores_dtype is not None else f"the tensor's shape {shape}"
+        raise ValueError(f"{op}: a mask of shape {tuple(mask.shape)} does not broadcast to {target}")
+    if is_float:
+        mask = mask.astype(scores_dtype, copy=False)
+    return mask

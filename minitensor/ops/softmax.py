@@ -28,8 +28,11 @@ class Softmax(Function):
     def forward(ctx, x, axis=-1, mask=None):
         axis = normalize_axis(axis, x.ndim, "softmax", x.shape)
         if mask is not None:
-            check_mask(mask, x.shape, "softmax")
-        y = backends.active().softmax(x, axis, mask)
+            mask = check_mask(mask, x.shape, "softmax")
+        if x.shape[axis] == 0:  # nothing to normalise: an empty result, as in PyTorch
+            y = x.copy()
+        else:
+            y = backends.active().softmax(x, axis, mask)
         ctx.save_for_backward(y)
         ctx.axis = axis
         return y
@@ -50,7 +53,7 @@ class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, x, axis=-1):
         axis = normalize_axis(axis, x.ndim, "log_softmax", x.shape)
-        y = backends.active().log_softmax(x, axis)
+        y = x.copy() if x.shape[axis] == 0 else backends.active().log_softmax(x, axis)
         ctx.save_for_backward(y)
         ctx.axis = axis
         return y

@@ -1,0 +1,263 @@
+"""A user's training loop, timed against PyTorch eager (issue 12): `python -m benchmarks train`.
+
+- The adding-problem transformer (the seed's model, 56,897 parameters: input projection,
+  readout token, learned positions, one pre-norm block of width 64 with 4 heads, final layer
+  norm, linear head; batch 64, T = 100 + 1, Adam, clipping at norm 1), written from the
+  README's names, per training step, on the numba and numpy backends against PyTorch eager
+  with 2 threads; and the peak memory of a step against PyTorch's.
+- The GRU step of the same demo (hidden 64, default backend) with one busy process beside
+  it, against its time on the otherwise idle machine.
+- The user-level masked softmax, `x.softmax(axis=-1, mask=m).sum().backward()` on
+  (16, 4, 256, 256), numba against the numpy backend.
+
+Fairness: PyTorch's OpenMP threads keep spinning after each call and slow whatever runs
+next in the same process, so every side runs in a process of its own; the sides take turns,
+round after round, and each ratio is the median over the rounds of the per-round ratios.
+Timings on a shared machine are noisy: rerun on a quiet one before trusting a digit.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+BATCH, LENGTH, WIDTH, HEADS = 64, 100, 64, 4
+ROUNDS = int(os.environ.get("MINITENSOR_BENCH_ROUNDS", "5"))
+STEPS = 15  # timed steps per process (the median of them is the process's time per step)
+
+
+# ---------------------------------------------------------------------------
+# the two models, as a user writes them
+# ---------------------------------------------------------------------------
+
+
+def minitensor_model():
+    import minitensor as mt
+    from minitensor.nn import Embedding, Linear, Module, Parameter
+    from models.layernorm import LayerNorm
+    from models.transformer import Block
+
+    class AddingTransformer(Module):
+        def __init__(self):
+            super().__init__()
+            self.project = Linear(2, WIDTH)
+            self.readout = Parameter(np.random.default_rng(0).normal(0, 0.02, (1, 1, WIDTH)).astype(np.float32))
+            self.pos = Embedding(LENGTH + 1, WIDTH)
+            self.block = Block(WIDTH, HEADS)
+            self.ln = LayerNorm(WIDTH)
+            self.head = Linear(WIDTH, 1)
+
+        def forward(self, x):
+            B = x.shape[0]
+            h = mt.cat([self.readout.expand(B, 1, WIDTH), self.project(x)], axis=1)  # (B, T+1, d)
+            h = self.block(h + self.pos(np.arange(LENGTH + 1)))
+            return self.head(self.ln(h[:, 0]))
+
+    mt.manual_seed(0)
+    model = AddingTransformer()
+    opt = mt.optim.Adam(model.parameters(), lr=3e-3)
+
+    def step(x, y):
+        loss = mt.F.mse_loss(model(mt.tensor(x)), mt.tensor(y))
+        opt.zero_grad()
+        loss.backward()
+        mt.optim.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss.item()
+
+    return model, step
+
+
+def torch_model():
+    import torch
+    from torch import nn
+
+    torch.set_num_threads(2)
+
+    class AddingTransformer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.project = nn.Linear(2, WIDTH)
+            self.readout = nn.Parameter(torch.randn(1, 1, WIDTH) * 0.02)
+            self.pos = nn.Embedding(LENGTH + 1, WIDTH)
+            self.block = nn.TransformerEncoderLayer(  # the seed's pre-norm block
+                WIDTH, HEADS, 4 * WIDTH, dropout=0.0, activation="gelu", batch_first=True, norm_first=True
+            )
+            self.ln = nn.LayerNorm(WIDTH)
+            self.head = nn.Linear(WIDTH, 1)
+
+        def forward(self, x):
+            h = torch.cat([self.readout.expand(x.shape[0], 1, WIDTH), self.project(x)], dim=1)
+            h = self.block(h + self.pos.weight)
+            return self.head(self.ln(h[:, 0]))
+
+    torch.manual_seed(0)
+    model = AddingTransformer()
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+
+    def step(x, y):
+        loss = nn.functional.mse_loss(model(torch.from_numpy(x)), torch.from_numpy(y))
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss.item()
+
+    return model, step
+
+
+def gru_step_fn():
+    import minitensor as mt
+    from models.recurrent import RecurrentRegressor
+
+    mt.manual_seed(0)
+    model = RecurrentRegressor(2, 64, "gru")
+    opt = mt.optim.Adam(model.parameters(), lr=3e-3)
+
+    def step(x, y):
+        loss = mt.F.mse_loss(model(mt.tensor(x)), mt.tensor(y))
+        opt.zero_grad()
+        loss.backward()
+        mt.optim.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    return step
+
+
+# ---------------------------------------------------------------------------
+# one side, in its own process
+# ---------------------------------------------------------------------------
+
+
+def _median_step_seconds(step, batches, steps=STEPS, warmup=3):
+    for x, y in batches[:warmup]:
+        step(x, y)
+    times = []
+    for i in range(steps):
+        x, y = batches[i % len(batches)]
+        start = time.perf_counter()
+        step(x, y)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _batches(n=8):
+    from demos.tasks import adding_problem
+
+    rng = np.random.default_rng(0)
+    return [adding_problem(BATCH, LENGTH, rng) for _ in range(n)]
+
+
+def worker(side):
+    """Time one side; print one JSON line {"seconds": ..., "peak_mb": ...}."""
+    from .common import peak_memory_mb
+
+    if side == "softmax":
+        return _softmax_worker()
+    batches = _batches()
+    if side == "torch":
+        _, step = torch_model()
+    elif side == "gru":
+        step = gru_step_fn()
+    else:
+        import minitensor as mt
+
+        mt.set_backend(side)
+        _, step = minitensor_model()
+    # Peak memory over the warm-up and the timed steps, above the memory the process held
+    # before its first step: both sides' allocators keep what they once took (PyTorch's
+    # caching allocator, NumPy's through malloc), so a peak after warm-up would miss it.
+    timed = []
+    peak = peak_memory_mb(lambda: timed.append(_median_step_seconds(step, batches, steps=STEPS if side != "gru" else 5)))
+    print(json.dumps({"seconds": timed[0], "peak_mb": peak}))
+
+
+def _softmax_worker():
+    import minitensor as mt
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 4, 256, 256)).astype(np.float32)
+    mask = np.triu(np.ones((256, 256), dtype=bool), k=1)  # a causal mask, broadcast over (16, 4)
+    result = {}
+    for backend in ("numba", "numpy"):
+        with mt.use_backend(backend):
+            def run():
+                t = mt.tensor(x, requires_grad=True)
+                t.softmax(axis=-1, mask=mask).sum().backward()
+
+            result[backend] = _median_step_seconds(lambda x_, y_: run(), [(None, None)], steps=7, warmup=2)
+    print(json.dumps(result))
+
+
+def _run_worker(side, env=None):
+    output = subprocess.run(
+        [sys.executable, "-m", "benchmarks.train", "--worker", side],
+        capture_output=True, text=True, env={**os.environ, **(env or {})}, check=False,
+    )
+    if output.returncode:
+        raise RuntimeError(f"benchmarks.train worker {side!r} failed:\n{output.stderr}")
+    return json.loads(output.stdout.strip().splitlines()[-1])
+
+
+def _busy_process():
+    """A process that keeps one core busy (what a student's laptop always has beside it)."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+# ---------------------------------------------------------------------------
+# the runner
+# ---------------------------------------------------------------------------
+
+
+def main(rounds=ROUNDS):
+    from .common import describe_machine
+
+    print(f"Adding-problem training step: batch {BATCH}, T = {LENGTH} + 1, d = {WIDTH}, {HEADS} heads; "
+          f"each side in its own process, {rounds} alternating rounds, median of per-round ratios")
+    print(describe_machine())
+    results = {side: [] for side in ("numba", "numpy", "torch")}
+    for _ in range(rounds):
+        for side in results:
+            results[side].append(_run_worker(side))
+    per_step = {side: statistics.median(r["seconds"] for r in runs) for side, runs in results.items()}
+    for side in ("numba", "numpy"):
+        ratios = [ours["seconds"] / theirs["seconds"] for ours, theirs in zip(results[side], results["torch"])]
+        memory = statistics.median(r["peak_mb"] for r in results[side]) / max(statistics.median(r["peak_mb"] for r in results["torch"]), 1e-9)
+        print(f"  minitensor ({side}): {per_step[side] * 1e3:7.1f} ms per step, {statistics.median(ratios):.2f}x "
+              f"PyTorch eager (rounds: {', '.join(f'{r:.2f}' for r in ratios)}); peak memory "
+              f"{statistics.median(r['peak_mb'] for r in results[side]):.1f} MB, {memory:.2f}x PyTorch's")
+    print(f"  PyTorch eager (2 threads): {per_step['torch'] * 1e3:7.1f} ms per step, peak memory "
+          f"{statistics.median(r['peak_mb'] for r in results['torch']):.1f} MB")
+
+    idle, busy = [], []
+    for _ in range(max(3, rounds // 2)):
+        idle.append(_run_worker("gru")["seconds"])
+        neighbour = _busy_process()
+        try:
+            busy.append(_run_worker("gru")["seconds"])
+        finally:
+            neighbour.kill()
+            neighbour.wait()
+    gru_ratios = [b / i for b, i in zip(busy, idle)]
+    print(f"GRU training step (hidden 64, batch {BATCH}, T = {LENGTH}, default backend): idle "
+          f"{statistics.median(idle) * 1e3:.1f} ms, with one busy process beside it "
+          f"{statistics.median(busy) * 1e3:.1f} ms: {statistics.median(gru_ratios):.2f}x "
+          f"(rounds: {', '.join(f'{r:.2f}' for r in gru_ratios)})")
+
+    softmax = [_run_worker("softmax") for _ in range(max(3, rounds // 2))]
+    softmax_ratios = [r["numba"] / r["numpy"] for r in softmax]
+    print(f"User-level masked softmax forward + backward, (16, 4, 256, 256) float32: numba "
+          f"{statistics.median(r['numba'] for r in softmax) * 1e3:.1f} ms, numpy "
+          f"{statistics.median(r['numpy'] for r in softmax) * 1e3:.1f} ms: {statistics.median(softmax_ratios):.2f}x "
+          f"the numpy backend")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--worker"]:
+        worker(sys.argv[2])
+    else:
+        main()

@@ -60,8 +60,9 @@ def softmax(x, axis=-1, mask=None):
 
 
 def softmax_backward(y, dy, axis=-1):
-    """dx_i = y_i (dy_i - sum_j dy_j y_j)."""
+    """dL/dx along axis, given y = softmax(x) and dy = dL/dy (the homework task softmax_backward)."""
     # BEGIN SOLUTION softmax_backward
+    # dx_i = sum_j dy_j dy_j/dx_i = y_i (dy_i - sum_j dy_j y_j)
     return y * (dy - (dy * y).sum(axis=axis, keepdims=True))
     # END SOLUTION
 
@@ -103,15 +104,15 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
 
 
 def layer_norm_backward(dy, x, weight, mean, rstd):
-    """Gradients of layer norm, with x_hat = (x - mean) * rstd and g = dy * weight:
-
-        dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))     (means over the last axis)
-        dweight = sum of dy * x_hat over every axis but the last
-        dbias   = sum of dy over every axis but the last
-
-    Returns (dx, dweight, dbias); dweight and dbias are None without weight.
+    """Gradients of layer norm over the last axis, given dy and what forward returned (the
+    homework task layer_norm_backward). Returns (dx, dweight, dbias); dweight and dbias are None
+    without weight.
     """
     # BEGIN SOLUTION layer_norm_backward
+    # With x_hat = (x - mean) * rstd and g = dy * weight:
+    #     dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))     (means over the last axis)
+    #     dweight = sum of dy * x_hat over every axis but the last
+    #     dbias   = sum of dy over every axis but the last
     x_hat = (x - mean) * rstd
     g = dy if weight is None else dy * weight
     dx = rstd * (g - g.mean(axis=-1, keepdims=True) - x_hat * (g * x_hat).mean(axis=-1, keepdims=True))
@@ -199,15 +200,14 @@ def attention(q, k, v, mask=None, scale=None, is_causal=False):
     """out = softmax(q k^T * scale + mask) v, one tile of keys at a time.
 
     q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv); mask broadcasts to (..., Tq, Tk).
-    For each query we keep a running max m, a running normaliser l = sum exp(s - m)
-    and a running weighted sum acc = sum exp(s - m) v. A new tile with a larger max
-    rescales the old l and acc by exp(m_old - m_new). At the end out = acc / l.
-    Only (..., Tq, KEY_TILE) scores exist at a time, never (..., Tq, Tk).
-
-    Returns (out, lse) with lse = m + log l, the log-sum-exp of each query's
-    scores (-inf for a fully masked row), which is all backward needs.
+    Only (..., Tq, KEY_TILE) scores exist at a time, never (..., Tq, Tk) (the homework task
+    tiled_attention). Returns (out, lse): lse is the log-sum-exp of each query's scores
+    (-inf for a fully masked row), which is all backward needs.
     """
     # BEGIN SOLUTION tiled_attention
+    # For each query keep a running max m, a running normaliser l = sum exp(s - m) and a
+    # running weighted sum acc = sum exp(s - m) v. A new tile with a larger max rescales the
+    # old l and acc by exp(m_old - m_new). At the end out = acc / l and lse = m + log l.
     xp = _xp(q)
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])

@@ -37,7 +37,7 @@ class Sub(Function):
 
 
 class Mul(Function):
-    """y = a * b.   dL/da = grad * b,  dL/db = grad * a."""
+    """y = a * b.   Backward: the homework task elementwise_backward."""
 
     @staticmethod
     def forward(ctx, a, b):
@@ -47,6 +47,7 @@ class Mul(Function):
     @staticmethod
     def backward(ctx, grad):
         # BEGIN SOLUTION elementwise_backward
+        # dL/da = grad * b,  dL/db = grad * a.
         a, b = ctx.saved_tensors
         grad_a = grad * b if ctx.needs_input_grad[0] else None
         grad_b = grad * a if ctx.needs_input_grad[1] else None
@@ -55,7 +56,7 @@ class Mul(Function):
 
 
 class Div(Function):
-    """y = a / b.   dL/da = grad / b,  dL/db = -grad * a / b**2."""
+    """y = a / b.   Backward: the homework task elementwise_backward."""
 
     @staticmethod
     def forward(ctx, a, b):
@@ -65,6 +66,7 @@ class Div(Function):
     @staticmethod
     def backward(ctx, grad):
         # BEGIN SOLUTION elementwise_backward
+        # dL/da = grad / b,  dL/db = -grad * a / b**2.
         a, b = ctx.saved_tensors
         grad_a = grad / b if ctx.needs_input_grad[0] else None
         grad_b = -grad * a / (b * b) if ctx.needs_input_grad[1] else None
@@ -111,7 +113,7 @@ class Pow(Function):
 
 
 class Exp(Function):
-    """y = exp(x).   dL/dx = grad * y."""
+    """y = exp(x).   Backward: the homework task elementwise_backward."""
 
     @staticmethod
     def forward(ctx, x):
@@ -122,6 +124,7 @@ class Exp(Function):
     @staticmethod
     def backward(ctx, grad):
         # BEGIN SOLUTION elementwise_backward
+        # dL/dx = grad * y.
         (y,) = ctx.saved_tensors
         return grad * y
         # END SOLUTION
@@ -157,7 +160,7 @@ class Sqrt(Function):
 
 
 class Tanh(Function):
-    """y = tanh(x).   dL/dx = grad * (1 - y**2)."""
+    """y = tanh(x).   Backward: the homework task elementwise_backward."""
 
     @staticmethod
     def forward(ctx, x):
@@ -168,6 +171,7 @@ class Tanh(Function):
     @staticmethod
     def backward(ctx, grad):
         # BEGIN SOLUTION elementwise_backward
+        # dL/dx = grad * (1 - y**2).
         (y,) = ctx.saved_tensors
         return grad * (1 - y * y)
         # END SOLUTION

@@ -435,9 +435,10 @@ def grade(path=".", task=None, extra=None, stream=None, tests=None, tasks=None, 
         hidden_exist = extra is not None or (copy / STUDENT_MARK).exists()
     rows = _rows(results, names)
     summary = _summary(rows, results, hidden_exist)
-    _print_table(rows, summary, results, copy, verbose, stream)
+    shown = path if pathlib.Path(path).resolve() == pathlib.Path(copy).resolve() else copy  # as the user wrote it
+    _print_table(rows, summary, results, shown, verbose, stream)
     if gradescope is not None:
-        write_gradescope(gradescope, results, rows, summary, time.perf_counter() - start)
+        write_gradescope(gradescope, results, rows, time.perf_counter() - start, hidden_exist)
     ok = not results.get("error") and all(row.status == "passed" for row in rows)
     return ok, rows
 
@@ -462,7 +463,7 @@ def _test_name(nodeid, entry):
     return f"{entry['task']}: {nodeid.split('::', 1)[-1]}" + (" (hidden)" if entry["hidden"] else "")
 
 
-def write_gradescope(path, results, rows, summary, seconds):
+def write_gradescope(path, results, rows, seconds, hidden_exist=True):
     """Gradescope's autograder results.json: one entry per test, hidden tests shown only after
     the grades are published (and their output with them)."""
     per_test = {row.task: POINTS_PER_TASK / row.total for row in rows if row.total}
@@ -483,7 +484,11 @@ def write_gradescope(path, results, rows, summary, seconds):
             "output": output,
             "visibility": "after_published" if entry["hidden"] else "visible",
         })
-    table = "\n".join(f"{row.task}: {row.passed}/{row.total} tests, {row.points:.1f} points, {row.status}" for row in rows)
+    # what students read before the grades are published: the public tests alone
+    public = dict(results, tests={n: e for n, e in results["tests"].items() if not e["hidden"]})
+    public_rows = _rows(public, [row.task for row in rows])
+    summary = _summary(public_rows, public, hidden_exist=any(e["hidden"] for e in results["tests"].values()) or hidden_exist)
+    table = "\n".join(f"{row.task}: {row.passed}/{row.total} public tests passed, {row.status}" for row in public_rows)
     document = {
         "score": round(sum(e["score"] for e in entries), 4),
         "execution_time": round(seconds, 1),
@@ -551,7 +556,9 @@ def bundle(out, tasks=None, extra=None, timeout=60.0, root=None):
     }
     for folder, prefix in [(root / "tests", "tests/")] + ([(pathlib.Path(extra), "hidden/")] if extra else []):
         for path in sorted(folder.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".cfg", ".ini", ".json"):
+            helper = not path.name.startswith("test_")  # conftest.py, strategies, reference models
+            if (path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".cfg", ".ini", ".json")
+                    and (helper or GRADED.search(path.read_text()))):
                 members[prefix + str(path.relative_to(folder))] = path.read_text()
     members["tests/pytest.ini"] = _pytest_ini(root / "tests")
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:

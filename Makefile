@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench clean
+.PHONY: test demo bench notebooks clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,5 +25,12 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks
 
+# Each demo as a Jupyter notebook (jupytext, from the test extra), in the ignored notebooks/ folder.
+notebooks: $(STAMP)
+	mkdir -p notebooks
+	for name in $$($(PY) -c 'import demos; print(*demos.DEMOS)'); do \
+		$(VENV)/bin/jupytext --quiet --to ipynb --output notebooks/$$name.ipynb demos/$$name.py || exit 1; \
+	done
+
 clean:
-	rm -rf $(VENV) *.egg-info build dist
+	rm -rf $(VENV) *.egg-info build dist notebooks

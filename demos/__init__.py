@@ -3,6 +3,8 @@
 python -m demos                 run every demo, with a progress bar and a summary table
 python -m demos NAME [NAME...]  run some
 python -m demos --quick         shrink the training runs (what the tests use)
+python demos/NAME.py            one demo as a script (MINITENSOR_QUICK=1 for the quick run);
+                                in Jupyter or VS Code its # %% cells run one by one
 """
 
 DEMOS = [

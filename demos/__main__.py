@@ -1,46 +1,54 @@
-"""python -m demos [--quick] [NAME ...]: run the demos, then print a summary table."""
+"""python -m demos [--quick] [NAME ...]: run the demos, each as a script in its own process
+(as `python demos/NAME.py` would), then print a summary table of the checks they printed."""
 
 import argparse
 import os
-import importlib
+import pathlib
+import subprocess
 import sys
+import tempfile
 import time
 
 from tqdm import tqdm
 
-from . import DEMOS
+from demos import DEMOS
+from demos._record import read_record
+
+FOLDER = pathlib.Path(__file__).resolve().parent
 
 
 def run(name, quick):
-    module = importlib.import_module(f"demos.{name}")
-    start = time.perf_counter()
-    outcome = module.main(quick=quick)
-    return outcome, time.perf_counter() - start
+    """Run demos/NAME.py in a fresh process; return (checks, figure, seconds, exit status)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        record = pathlib.Path(scratch) / "record.jsonl"
+        env = dict(os.environ, MINITENSOR_QUICK="1" if quick else "0", MINITENSOR_DEMO_RECORD=str(record))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [str(FOLDER.parent), env.get("PYTHONPATH", "")] if p)
+        start = time.perf_counter()
+        status = subprocess.run([sys.executable, str(FOLDER / f"{name}.py")], env=env).returncode
+        seconds = time.perf_counter() - start
+        checks, figure = read_record(record)
+    return checks, figure, seconds, status
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m demos", description=__doc__)
     parser.add_argument("names", nargs="*", help=f"demos to run (default: all): {', '.join(DEMOS)}")
-    parser.add_argument("--quick", action="store_true", help="shrink training (for tests)")
+    parser.add_argument("--quick", action="store_true", help="shrink training (for tests); same as MINITENSOR_QUICK=1")
     args = parser.parse_args(argv)
     unknown = [n for n in args.names if n not in DEMOS]
     if unknown:
         parser.error(f"unknown demo(s) {', '.join(unknown)}; known: {', '.join(DEMOS)}")
     names = args.names or DEMOS
-    if args.quick:  # quick figures go beside the committed full-run ones, not over them
-        from . import _common
-
-        _common.FIGURES = _common.FIGURES / "quick"
     rows = []
     for name in tqdm(names, desc="demos", unit="demo", file=sys.stderr):
         print(f"\n=== {name} ===", flush=True)
-        outcome, seconds = run(name, args.quick)
-        checks = outcome["checks"]
-        rows.append((name, sum(checks.values()), len(checks), seconds, outcome["figure"]))
+        checks, figure, seconds, status = run(name, args.quick)
+        rows.append((name, sum(checks.values()), len(checks), seconds, figure, status))
     print("\n" + f"{'demo':24}{'checks':>10}{'seconds':>10}  figure")
-    for name, passed, total, seconds, figure in rows:
-        print(f"{name:24}{passed:>6}/{total:<3}{seconds:>10.1f}  {os.path.relpath(figure)}")
-    failed = [row[0] for row in rows if row[1] != row[2]]
+    for name, passed, total, seconds, figure, status in rows:
+        shown = os.path.relpath(figure) if figure else f"(stopped with an error, exit status {status})"
+        print(f"{name:24}{passed:>6}/{total:<3}{seconds:>10.1f}  {shown}")
+    failed = [row[0] for row in rows if row[1] != row[2] or row[5] or not row[2]]
     if failed:
         print(f"\nchecks failed in: {', '.join(failed)}")
         return 1

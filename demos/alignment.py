@@ -1,25 +1,24 @@
-"""Attention as soft alignment (seed 000, "Attention in encoder-decoder models": Bahdanau, Cho
-and Bengio, 2015; Luong's bilinear score as a switch).
-
-A bidirectional GRU encoder reads a sequence of 8 digits (so that state h_i is about digit i,
-as in Bahdanau et al.); a GRU decoder writes it reversed. At every output
-step the decoder state s_{t-1} queries all encoder states h_i,
-    e_ti = w^T tanh(W s_{t-1} + U h_i)     (additive, Bahdanau)   or   s_{t-1}^T W h_i  (bilinear, Luong),
-alpha_t = softmax(e_t), and the context c_t = sum_i alpha_ti h_i is fed to the decoder with the
-previous output digit. Nothing tells the model which input goes with which output; the matrix
-of weights alpha_ti it learns is the alignment: for reversal, the anti-diagonal.
-"""
+# %% [markdown]
+# # Attention as soft alignment (seed 000, "Attention in encoder-decoder models": Bahdanau, Cho and Bengio, 2015; Luong's bilinear score as a switch).
+#
+# A bidirectional GRU encoder reads a sequence of 8 digits (so that state h_i is about digit i,
+# as in Bahdanau et al.); a GRU decoder writes it reversed. At every output
+# step the decoder state s_{t-1} queries all encoder states h_i,
+#     e_ti = w^T tanh(W s_{t-1} + U h_i)     (additive, Bahdanau)   or   s_{t-1}^T W h_i  (bilinear, Luong),
+# alpha_t = softmax(e_t), and the context c_t = sum_i alpha_ti h_i is fed to the decoder with the
+# previous output digit. Nothing tells the model which input goes with which output; the matrix
+# of weights alpha_ti it learns is the alignment: for reversal, the anti-diagonal.
 
 # %%
 import numpy as np
-from tqdm import tqdm
 
 import minitensor as mt
 from minitensor.nn import Embedding, Linear, Module
 from models.recurrent import GRU
+from models.training import train
 
-from ._common import Checks, plt, result, save
-from .tasks import digit_sequences
+from demos._common import QUICK, Checks, plt, save
+from demos.tasks import digit_sequences
 
 VOCAB, LENGTH, EMBED, HIDDEN = 10, 8, 32, 64
 START = 0  # the decoder's first input token
@@ -87,44 +86,45 @@ class Seq2SeqAttention(Module):
         return np.stack(outputs, axis=1), np.stack(weights, axis=1)
 
 
-def main(quick=False, score="additive"):
-    checks = Checks()
-    mt.manual_seed(0)
-    rng = np.random.default_rng(0)
-    model = Seq2SeqAttention(score)
-    opt = mt.optim.Adam(model.parameters(), lr=3e-3)
-    steps = 20 if quick else 800
-    for _ in tqdm(range(steps), desc=f"alignment ({score})", leave=False, mininterval=1.0):
-        source, target = digit_sequences(64, LENGTH, rng, VOCAB)
-        target_in = np.concatenate([np.full((64, 1), START), target[:, :-1]], axis=1)
-        logits, _ = model(source, target_in)
-        loss = mt.F.cross_entropy(logits.reshape(-1, VOCAB), target.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        mt.optim.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-    source, target = digit_sequences(500, LENGTH, np.random.default_rng(1), VOCAB)
-    predicted, weights = model.greedy(source)  # weights (500, T_out, T_in)
-    accuracy = (predicted == target).mean()
-    aligned = (weights.argmax(axis=-1) == np.arange(LENGTH)[::-1][None, :]).mean()
-    print(f"{score} attention after {steps} steps: digit accuracy {accuracy:.1%}, training loss {loss.item():.3f}")
-    print(f"output t attends most to input {LENGTH} - 1 - t (the reversed position) in {aligned:.1%} of the steps")
-    if not quick:
-        checks("the decoder reverses the sequences (digit accuracy above 90%)", accuracy > 0.9)
-        checks("the learned weights are the alignment: output t looks at input T - 1 - t (over 80%)", aligned > 0.8)
-    else:
-        checks("training runs and the weights are distributions", np.allclose(weights.sum(axis=-1), 1))
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.4), layout="constrained")
-    for ax, index in zip(axes, (0, 1)):
-        image = ax.imshow(weights[index], cmap="Greys", vmin=0, vmax=1)
-        ax.set_xticks(range(LENGTH), [str(d) for d in source[index]])
-        ax.set_yticks(range(LENGTH), [str(d) for d in predicted[index]])
-        ax.set(xlabel="input digits", ylabel="output digits", title=f"{score} attention weights, example {index + 1}")
-    fig.colorbar(image, ax=axes, fraction=0.03, label="alpha_ti")
-    fig.suptitle("reversing digits: the learned alignment (no alignment supervision)")
-    return result(checks, save(fig, "alignment"))
+# %%
+checks = Checks()
+score = "additive"  # or "bilinear": Luong's score s^T W h, the switch this demo offers
+mt.manual_seed(0)
+rng = np.random.default_rng(0)
+model = Seq2SeqAttention(score)
+steps = 20 if QUICK else 800
 
 
-if __name__ == "__main__":
-    main()
+def teacher_forced_batch():
+    source, target = digit_sequences(64, LENGTH, rng, VOCAB)
+    return source, np.concatenate([np.full((64, 1), START), target[:, :-1]], axis=1), target
+
+
+def reversal_loss(batch):
+    source, target_in, target = batch
+    logits, _ = model(source, target_in)
+    return mt.F.cross_entropy(logits.reshape(-1, VOCAB), target.reshape(-1))
+
+
+loss, _ = train(model, reversal_loss, teacher_forced_batch, steps, desc=f"alignment ({score})")
+source, target = digit_sequences(500, LENGTH, np.random.default_rng(1), VOCAB)
+predicted, weights = model.greedy(source)  # weights (500, T_out, T_in)
+accuracy = (predicted == target).mean()
+aligned = (weights.argmax(axis=-1) == np.arange(LENGTH)[::-1][None, :]).mean()
+print(f"{score} attention after {steps} steps: digit accuracy {accuracy:.1%}, training loss {loss:.3f}")
+print(f"output t attends most to input {LENGTH} - 1 - t (the reversed position) in {aligned:.1%} of the steps")
+if not QUICK:
+    checks("the decoder reverses the sequences (digit accuracy above 90%)", accuracy > 0.9)
+    checks("the learned weights are the alignment: output t looks at input T - 1 - t (over 80%)", aligned > 0.8)
+else:
+    checks("training runs and the weights are distributions", np.allclose(weights.sum(axis=-1), 1))
+
+fig, axes = plt.subplots(1, 2, figsize=(10, 4.4), layout="constrained")
+for ax, index in zip(axes, (0, 1)):
+    image = ax.imshow(weights[index], cmap="Greys", vmin=0, vmax=1)
+    ax.set_xticks(range(LENGTH), [str(d) for d in source[index]])
+    ax.set_yticks(range(LENGTH), [str(d) for d in predicted[index]])
+    ax.set(xlabel="input digits", ylabel="output digits", title=f"{score} attention weights, example {index + 1}")
+fig.colorbar(image, ax=axes, fraction=0.03, label="alpha_ti")
+fig.suptitle("reversing digits: the learned alignment (no alignment supervision)")
+save(fig, "alignment")

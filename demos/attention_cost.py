@@ -1,12 +1,11 @@
-"""Where a transformer layer spends its forward operations (seed 000, "A complete model and its
-size" and the cost discussion around it).
-
-Per layer and sequence, the projections and the MLP cost 24 T d^2 operations (4 d x d
-projections: 8 T d^2; an MLP of width 4d: 16 T d^2), the attention scores and the weighted sum
-4 T^2 d. They are equal at T = 6d: below that the weights dominate, above it attention does.
-We time both parts with minitensor as T grows (d = 64, so the formula's crossover is T = 384)
-and compare with the formula.
-"""
+# %% [markdown]
+# # Where a transformer layer spends its forward operations (seed 000, "A complete model and its size" and the cost discussion around it).
+#
+# Per layer and sequence of T tokens of width d: count the operations (a multiply and an add per
+# term) of the four d x d projections and the MLP of width 4d, and of the attention scores and the
+# weighted sum. The seed finds the two equal at T = 6d: below that the weights dominate, above it
+# attention does. We time both parts with minitensor as T grows (d = 64, so the crossover is at
+# T = 384) and compare with the counts.
 
 # %%
 import numpy as np
@@ -14,56 +13,75 @@ import numpy as np
 import minitensor as mt
 from benchmarks.common import best_seconds
 
-from ._common import Checks, plt, result, save
+from demos._common import QUICK, Checks, plt, save
 
 D = 64
 
 
-def main(quick=False):
-    checks = Checks()
-    rng = np.random.default_rng(0)
-    weights = {name: mt.tensor(rng.standard_normal(shape).astype(np.float32) / 8)
-               for name, shape in [("q", (D, D)), ("k", (D, D)), ("v", (D, D)), ("o", (D, D)), ("fc1", (D, 4 * D)), ("fc2", (4 * D, D))]}
-    lengths = [64, 128, 256, 512, 1024] if quick else [32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072]
-    weight_ms, attention_ms = [], []
-    with mt.no_grad(), mt.use_backend("numpy"):
-        for T in lengths:
-            x = mt.tensor(rng.standard_normal((T, D)).astype(np.float32))
-            q, k, v = x @ weights["q"], x @ weights["k"], x @ weights["v"]
-
-            def projections_and_mlp():  # 24 T d^2
-                for name in ("q", "k", "v", "o"):
-                    x @ weights[name]
-                (x @ weights["fc1"]) @ weights["fc2"]
-
-            def scores_and_sum():  # 4 T^2 d (the softmax between them is not counted)
-                (q @ k.T) @ v
-
-            weight_ms.append(best_seconds(projections_and_mlp) * 1e3)
-            attention_ms.append(best_seconds(scores_and_sum) * 1e3)
-    print(f"{'T':>6}{'24Td^2 part':>14}{'4T^2d part':>14}{'measured ratio':>16}{'formula ratio T/6d':>20}")
-    for T, a, b in zip(lengths, weight_ms, attention_ms):
-        print(f"{T:>6}{a:>12.3f}ms{b:>12.3f}ms{b / a:>16.2f}{T / (6 * D):>20.2f}")
-    crossing = next((T for T, a, b in zip(lengths, weight_ms, attention_ms) if b > a), None)
-    print(f"formula crossover: T = 6d = {6 * D}; measured: attention first costs more at T = {crossing}")
-    checks("the formula's two parts are equal at T = 6d", 24 * (6 * D) * D**2 == 4 * (6 * D) ** 2 * D)
-    ratios = np.array(attention_ms) / np.array(weight_ms)
-    checks("attention's share grows with T (as T / 6d)", ratios[-1] > 4 * ratios[0])
-    if not quick:
-        checks("the measured crossover is near T = 6d (within a factor of 2)", crossing is not None and 3 * D <= crossing <= 12 * D)
-
-    fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
-    ax.plot(lengths, weight_ms, "o-", label="projections + MLP (24 T d^2)")
-    ax.plot(lengths, attention_ms, "s-", label="scores + weighted sum (4 T^2 d)")
-    lengths_a = np.array(lengths, dtype=float)
-    rate = (24 * lengths_a * D**2 / np.array(weight_ms)).max()  # the best measured operations per ms
-    ax.plot(lengths, 24 * lengths_a * D**2 / rate, "--", color="tab:blue", alpha=0.5, label="formula at that rate")
-    ax.plot(lengths, 4 * lengths_a**2 * D / rate, "--", color="tab:orange", alpha=0.5)
-    ax.axvline(6 * D, color="gray", ls=":", label="T = 6d")
-    ax.set(xscale="log", yscale="log", xlabel="sequence length T", ylabel="ms (forward, one layer, d = 64)", title="forward cost: weights vs attention")
-    ax.legend(fontsize=8)
-    return result(checks, save(fig, "attention_cost"))
+def weight_operations(T, d):
+    """Operations of one layer's four d x d projections and its MLP (d -> 4d -> d), for T tokens."""
+    # BEGIN SOLUTION demo_attention_cost
+    return 2 * T * d * d * 4 + 2 * T * d * (4 * d) * 2
+    # END SOLUTION
 
 
-if __name__ == "__main__":
-    main()
+def attention_operations(T, d):
+    """Operations of the scores Q K^T and the weighted sum A V for T tokens (the softmax aside)."""
+    # BEGIN SOLUTION demo_attention_cost
+    return 2 * T * T * d * 2
+    # END SOLUTION
+
+
+def matmul_operations(*shapes):
+    """2 m k n for each product of an (m, k) and a (k, n) matrix: the count to check yours against."""
+    return sum(2 * m * k * n for m, k, n in shapes)
+
+
+# %%
+checks = Checks()
+rng = np.random.default_rng(0)
+weights = {name: mt.tensor(rng.standard_normal(shape).astype(np.float32) / 8)
+           for name, shape in [("q", (D, D)), ("k", (D, D)), ("v", (D, D)), ("o", (D, D)), ("fc1", (D, 4 * D)), ("fc2", (4 * D, D))]}
+lengths = [64, 128, 256, 512, 1024] if QUICK else [32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072]
+weight_ms, attention_ms = [], []
+with mt.no_grad(), mt.use_backend("numpy"):
+    for T in lengths:
+        x = mt.tensor(rng.standard_normal((T, D)).astype(np.float32))
+        q, k, v = x @ weights["q"], x @ weights["k"], x @ weights["v"]
+
+        def projections_and_mlp():
+            for name in ("q", "k", "v", "o"):
+                x @ weights[name]
+            (x @ weights["fc1"]) @ weights["fc2"]
+
+        def scores_and_sum():  # the softmax between them is not counted
+            (q @ k.T) @ v
+
+        weight_ms.append(best_seconds(projections_and_mlp) * 1e3)
+        attention_ms.append(best_seconds(scores_and_sum) * 1e3)
+print(f"{'T':>6}{'weights part':>14}{'attention part':>16}{'measured ratio':>16}{'counted ratio':>15}")
+for T, a, b in zip(lengths, weight_ms, attention_ms):
+    print(f"{T:>6}{a:>12.3f}ms{b:>14.3f}ms{b / a:>16.2f}{attention_operations(T, D) / weight_operations(T, D):>15.2f}")
+crossing = next((T for T, a, b in zip(lengths, weight_ms, attention_ms) if b > a), None)
+print(f"counted crossover: T = 6d = {6 * D}; measured: attention first costs more at T = {crossing}")
+checks("the weights' count is 2 m k n summed over the layer's products",
+       all(weight_operations(T, D) == matmul_operations(*[(T, D, D)] * 4, (T, D, 4 * D), (T, 4 * D, D)) for T in lengths))
+checks("the attention count is 2 m k n summed over Q K^T and A V",
+       all(attention_operations(T, D) == matmul_operations((T, D, T), (T, T, D)) for T in lengths))
+checks("the two counts are equal at T = 6d, as the seed says", weight_operations(6 * D, D) == attention_operations(6 * D, D))
+ratios = np.array(attention_ms) / np.array(weight_ms)
+checks("attention's measured share grows with T", ratios[-1] > 4 * ratios[0])
+if not QUICK:
+    checks("the measured crossover is near T = 6d (within a factor of 2)", crossing is not None and 3 * D <= crossing <= 12 * D)
+
+fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
+ax.plot(lengths, weight_ms, "o-", label="projections + MLP")
+ax.plot(lengths, attention_ms, "s-", label="scores + weighted sum")
+lengths_a = np.array(lengths, dtype=float)
+rate = (weight_operations(lengths_a, D) / np.array(weight_ms)).max()  # the best measured operations per ms
+ax.plot(lengths, weight_operations(lengths_a, D) / rate, "--", color="tab:blue", alpha=0.5, label="counts at that rate")
+ax.plot(lengths, attention_operations(lengths_a, D) / rate, "--", color="tab:orange", alpha=0.5)
+ax.axvline(6 * D, color="gray", ls=":", label="T = 6d")
+ax.set(xscale="log", yscale="log", xlabel="sequence length T", ylabel="ms (forward, one layer, d = 64)", title="forward cost: weights vs attention")
+ax.legend(fontsize=8)
+save(fig, "attention_cost")

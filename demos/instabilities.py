@@ -1,15 +1,14 @@
-"""Training instabilities and their remedies (seed 000, "Training transformers"; Wortsman et
-al., 2023, who reproduced both in small models at high learning rates).
-
-A small GPT (2 layers, width 64) trained with AdamW at a high learning rate (1e-2) on a
-synthetic language (a random Markov chain). Without QK-norm the largest attention logit grows
-about twentyfold in 400 steps; normalising queries and keys (QK-norm) keeps it near 10. The
-output log-normaliser log Z drifts upward as the model grows confident; a z-loss
-c (log Z)^2 holds it near 0. Wortsman et al. use c = 1e-4 over long runs; over our 400 steps
-that does nothing visible (log Z 5.79 against 5.82), so we show c = 1e-2.
-(At lr 3e-2 and 1e-1 the attention logits grow into the thousands, but the model does not
-learn at all, and log Z stays at log 64.)
-"""
+# %% [markdown]
+# # Training instabilities and their remedies (seed 000, "Training transformers"; Wortsman et al., 2023, who reproduced both in small models at high learning rates).
+#
+# A small GPT (2 layers, width 64) trained with AdamW at a high learning rate (1e-2) on a
+# synthetic language (a random Markov chain). Without QK-norm the largest attention logit grows
+# about twentyfold in 400 steps; normalising queries and keys (QK-norm) keeps it near 10. The
+# output log-normaliser log Z drifts upward as the model grows confident; a z-loss
+# c (log Z)^2 holds it near 0. Wortsman et al. use c = 1e-4 over long runs; over our 400 steps
+# that does nothing visible (log Z 5.79 against 5.82), so we show c = 1e-2.
+# (At lr 3e-2 and 1e-1 the attention logits grow into the thousands, but the model does not
+# learn at all, and log Z stays at log 64.)
 
 # %%
 import numpy as np
@@ -19,7 +18,7 @@ import minitensor as mt
 from models.attention import split_heads
 from models.transformer import GPT
 
-from ._common import Checks, plt, result, save
+from demos._common import QUICK, Checks, plt, save
 
 VOCAB, CONTEXT, D, HEADS, LAYERS = 64, 32, 64, 4, 2
 
@@ -81,39 +80,35 @@ def train(qk_norm, z_loss, steps, lr, transition, probe):
     return np.array(history)
 
 
-def main(quick=False):
-    checks = Checks()
-    rng = np.random.default_rng(1)
-    transition = rng.dirichlet(np.full(VOCAB, 0.1), size=VOCAB)  # a peaked next-token distribution
-    probe, _ = markov_batches(8, np.random.default_rng(2), transition)
-    steps, lr = (30, 1e-2) if quick else (400, 1e-2)
-    runs = {
-        "baseline": train(False, 0.0, steps, lr, transition, probe),
-        "QK-norm": train(True, 0.0, steps, lr, transition, probe),
-        "z-loss 1e-2": train(False, 1e-2, steps, lr, transition, probe),
-    }
-    for name, h in runs.items():
-        print(f"{name:12}: largest attention logit {h[0, 1]:6.1f} -> {h[-1, 1]:6.1f}; mean log Z {h[0, 2]:6.2f} -> {h[-1, 2]:6.2f}; loss {h[-1, 3]:.3f}")
-    base, qk, z = runs["baseline"], runs["QK-norm"], runs["z-loss 1e-2"]
-    if not quick:
-        checks("without QK-norm the largest attention logit grows (more than 5x)", base[-1, 1] > 5 * base[0, 1])
-        checks("with QK-norm it stays bounded (well below the baseline's)", qk[:, 1].max() < base[-1, 1] / 2)
-        checks("z-loss keeps log Z nearer 0 than without it", abs(z[-1, 2]) < abs(base[-1, 2]) / 2)
-    else:
-        checks("training runs and every tracked value is finite", all(np.isfinite(h).all() for h in runs.values()))
+# %%
+checks = Checks()
+rng = np.random.default_rng(1)
+transition = rng.dirichlet(np.full(VOCAB, 0.1), size=VOCAB)  # a peaked next-token distribution
+probe, _ = markov_batches(8, np.random.default_rng(2), transition)
+steps, lr = (30, 1e-2) if QUICK else (400, 1e-2)
+runs = {
+    "baseline": train(False, 0.0, steps, lr, transition, probe),
+    "QK-norm": train(True, 0.0, steps, lr, transition, probe),
+    "z-loss 1e-2": train(False, 1e-2, steps, lr, transition, probe),
+}
+for name, h in runs.items():
+    print(f"{name:12}: largest attention logit {h[0, 1]:6.1f} -> {h[-1, 1]:6.1f}; mean log Z {h[0, 2]:6.2f} -> {h[-1, 2]:6.2f}; loss {h[-1, 3]:.3f}")
+base, qk, z = runs["baseline"], runs["QK-norm"], runs["z-loss 1e-2"]
+if not QUICK:
+    checks("without QK-norm the largest attention logit grows (more than 5x)", base[-1, 1] > 5 * base[0, 1])
+    checks("with QK-norm it stays bounded (well below the baseline's)", qk[:, 1].max() < base[-1, 1] / 2)
+    checks("z-loss keeps log Z nearer 0 than without it", abs(z[-1, 2]) < abs(base[-1, 2]) / 2)
+else:
+    checks("training runs and every tracked value is finite", all(np.isfinite(h).all() for h in runs.values()))
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
-    left.plot(base[:, 0], base[:, 1], label="no QK-norm")
-    left.plot(qk[:, 0], qk[:, 1], label="QK-norm")
-    left.set(xlabel="step", ylabel="largest |q . k| / sqrt(d_head)", title=f"attention logits at learning rate {lr:g}")
-    left.legend()
-    right.plot(base[:, 0], base[:, 2], label="no z-loss")
-    right.plot(z[:, 0], z[:, 2], label="z-loss 1e-2 (log Z)^2")
-    right.axhline(0, color="gray", lw=0.8)
-    right.set(xlabel="step", ylabel="mean log Z of the output softmax", title="output log-normaliser")
-    right.legend()
-    return result(checks, save(fig, "instabilities"))
-
-
-if __name__ == "__main__":
-    main()
+fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
+left.plot(base[:, 0], base[:, 1], label="no QK-norm")
+left.plot(qk[:, 0], qk[:, 1], label="QK-norm")
+left.set(xlabel="step", ylabel="largest |q . k| / sqrt(d_head)", title=f"attention logits at learning rate {lr:g}")
+left.legend()
+right.plot(base[:, 0], base[:, 2], label="no z-loss")
+right.plot(z[:, 0], z[:, 2], label="z-loss 1e-2 (log Z)^2")
+right.axhline(0, color="gray", lw=0.8)
+right.set(xlabel="step", ylabel="mean log Z of the output softmax", title="output log-normaliser")
+right.legend()
+save(fig, "instabilities")

@@ -1,12 +1,11 @@
-"""Generation and the key-value cache (seed 000, "Generation and the key-value cache";
-seed 001, grouped-query and multi-head latent attention).
-
-Prefill and token-by-token sampling with a cache give the same logits; with the cache the cost
-per token grows linearly with the context, without it the whole prefix is recomputed. The cache
-holds 2 L d numbers per token: 2.6 MB per token and 86 GB at 32,768 tokens for 80 layers of
-width 8,192 in 16-bit numbers. Multi-query, grouped-query (64 query heads, 8 KV heads: 8x less)
-and latent attention shrink it.
-"""
+# %% [markdown]
+# # Generation and the key-value cache (seed 000, "Generation and the key-value cache"; seed 001, grouped-query and multi-head latent attention).
+#
+# Prefill and token-by-token sampling with a cache give the same logits; with the cache the cost
+# per token grows linearly with the context, without it the whole prefix is recomputed. How many
+# numbers does the cache hold per token? The seed's answer for 80 layers of width 8,192 in 16-bit
+# numbers: 2.6 MB per token and 86 GB at 32,768 tokens. Multi-query, grouped-query (64 query
+# heads, 8 KV heads: 8x less) and latent attention shrink it.
 
 # %%
 import time
@@ -17,78 +16,85 @@ import minitensor as mt
 from models.attention import KVCache
 from models.transformer import GPT
 
-from ._common import Checks, plt, result, save
+from demos._common import QUICK, Checks, plt, save
 
 
-def main(quick=False):
-    checks = Checks()
-    mt.set_default_dtype(np.float64)
-    try:
-        mt.manual_seed(0)
-        model = GPT(vocab=64, context=512, d=64, heads=4, layers=2)
-    finally:
-        mt.set_default_dtype(np.float32)
-    tokens = np.random.default_rng(0).integers(0, 64, size=(1, 24))
+# %%
+checks = Checks()
+mt.set_default_dtype(np.float64)
+try:
+    mt.manual_seed(0)
+    model = GPT(vocab=64, context=512, d=64, heads=4, layers=2)
+finally:
+    mt.set_default_dtype(np.float32)
+tokens = np.random.default_rng(0).integers(0, 64, size=(1, 24))
 
-    # %% prefill vs token by token with a cache: the same logits
-    with mt.no_grad():
-        prefill = model(tokens).data
+# %% [markdown]
+# Prefill vs token by token with a cache: the same logits
+
+# %%
+with mt.no_grad():
+    prefill = model(tokens).data
+    caches = [KVCache() for _ in model.blocks]
+    stepwise = np.concatenate([model(tokens[:, t : t + 1], caches).data for t in range(tokens.shape[1])], axis=1)
+checks("prefill and token-by-token sampling with a cache give the same logits", np.allclose(prefill, stepwise, atol=1e-10))
+
+# %% [markdown]
+# Cost per generated token against the context length
+
+# %%
+lengths = [16, 64, 128] if QUICK else [16, 64, 128, 256, 384, 496]
+cached_ms, uncached_ms = [], []
+with mt.no_grad():
+    for n in lengths:
+        context = np.random.default_rng(1).integers(0, 64, size=(1, n))
         caches = [KVCache() for _ in model.blocks]
-        stepwise = np.concatenate([model(tokens[:, t : t + 1], caches).data for t in range(tokens.shape[1])], axis=1)
-    checks("prefill and token-by-token sampling with a cache give the same logits", np.allclose(prefill, stepwise, atol=1e-10))
+        model(context[:, :-1], caches)
+        start = time.perf_counter()
+        for _ in range(5):
+            trimmed = [KVCache() for _ in model.blocks]  # a cache holding n - 1 tokens
+            for mine, full in zip(trimmed, caches):
+                mine.k, mine.v = full.k, full.v
+            model(context[:, -1:], trimmed)
+        cached_ms.append((time.perf_counter() - start) / 5 * 1e3)
+        start = time.perf_counter()
+        for _ in range(5):
+            model(context)
+        uncached_ms.append((time.perf_counter() - start) / 5 * 1e3)
+for n, a, b in zip(lengths, cached_ms, uncached_ms):
+    print(f"context {n:4d}: next token {a:6.2f} ms with the cache, {b:7.2f} ms recomputing the prefix")
+checks("at the longest context the cache makes a token cheaper", cached_ms[-1] < uncached_ms[-1])
 
-    # %% cost per generated token against the context length
-    lengths = [16, 64, 128] if quick else [16, 64, 128, 256, 384, 496]
-    cached_ms, uncached_ms = [], []
-    with mt.no_grad():
-        for n in lengths:
-            context = np.random.default_rng(1).integers(0, 64, size=(1, n))
-            caches = [KVCache() for _ in model.blocks]
-            model(context[:, :-1], caches)
-            start = time.perf_counter()
-            for _ in range(5):
-                trimmed = [KVCache() for _ in model.blocks]  # a cache holding n - 1 tokens
-                for mine, full in zip(trimmed, caches):
-                    mine.k, mine.v = full.k, full.v
-                model(context[:, -1:], trimmed)
-            cached_ms.append((time.perf_counter() - start) / 5 * 1e3)
-            start = time.perf_counter()
-            for _ in range(5):
-                model(context)
-            uncached_ms.append((time.perf_counter() - start) / 5 * 1e3)
-    for n, a, b in zip(lengths, cached_ms, uncached_ms):
-        print(f"context {n:4d}: next token {a:6.2f} ms with the cache, {b:7.2f} ms recomputing the prefix")
-    checks("at the longest context the cache makes a token cheaper", cached_ms[-1] < uncached_ms[-1])
+# %% [markdown]
+# Cache sizes (16-bit numbers)
 
-    # %% cache sizes (16-bit numbers)
-    layers, heads, d_head = 80, 64, 128  # width d = heads * d_head = 8192
-    per_token = {
-        "multi-head (64 KV heads)": KVCache.bytes_per_token(layers, heads * d_head),
-        "grouped-query (8 KV heads)": KVCache.bytes_per_token(layers, 8 * d_head),
-        "multi-query (1 KV head)": KVCache.bytes_per_token(layers, 1 * d_head),
-        "latent (512 + 64 numbers, MLA)": layers * (512 + 64) * 2,
-    }
-    full = per_token["multi-head (64 KV heads)"]
-    print(f"cache per token, 80 layers of width 8,192: {full / 1e6:.1f} MB; at 32,768 tokens: {full * 32768 / 1e9:.0f} GB")
-    for name, size in per_token.items():
-        print(f"  {name:32}{size / 1e3:9.1f} kB per token, {size * 32768 / 1e9:6.1f} GB at 32,768 tokens ({full / size:.0f}x less)")
-    checks("2.6 MB per token", round(full / 1e6, 1) == 2.6)
-    checks("86 GB at 32,768 tokens", round(full * 32768 / 1e9) == 86)
-    checks("grouped-query with 8 KV heads for 64 query heads: 8x less", full / per_token["grouped-query (8 KV heads)"] == 8)
+# %%
+layers, d, heads, d_head = 80, 8192, 64, 128
+# BEGIN SOLUTION demo_kv_cache
+per_token = {
+    "multi-head (64 KV heads)": KVCache.bytes_per_token(layers, heads * d_head),
+    "grouped-query (8 KV heads)": KVCache.bytes_per_token(layers, 8 * d_head),
+    "multi-query (1 KV head)": KVCache.bytes_per_token(layers, 1 * d_head),
+    "latent (512 + 64 numbers, MLA)": layers * (512 + 64) * 2,
+}
+# END SOLUTION
+full = per_token["multi-head (64 KV heads)"]
+print(f"cache per token, 80 layers of width 8,192: {full / 1e6:.1f} MB; at 32,768 tokens: {full * 32768 / 1e9:.0f} GB")
+for name, size in per_token.items():
+    print(f"  {name:32}{size / 1e3:9.1f} kB per token, {size * 32768 / 1e9:6.1f} GB at 32,768 tokens ({full / size:.0f}x less)")
+checks("2.6 MB per token", round(full / 1e6, 1) == 2.6)
+checks("86 GB at 32,768 tokens", round(full * 32768 / 1e9) == 86)
+checks("grouped-query with 8 KV heads for 64 query heads: 8x less", full / per_token["grouped-query (8 KV heads)"] == 8)
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
-    left.plot(lengths, uncached_ms, "o-", label="recompute the prefix")
-    left.plot(lengths, cached_ms, "s-", label="with the KV cache")
-    left.set(xlabel="context length", ylabel="ms per generated token", title="cost of one more token (small GPT)")
-    left.legend()
-    names = list(per_token)
-    right.barh(names, [per_token[n] * 32768 / 1e9 for n in names], color=["tab:red", "tab:orange", "tab:green", "tab:blue"])
-    right.set(xscale="log", xlabel="GB at 32,768 tokens (80 layers, 16-bit)", title="KV cache size")
-    for i, n in enumerate(names):
-        right.text(per_token[n] * 32768 / 1e9, i, f" {per_token[n] * 32768 / 1e9:.1f} GB", va="center", fontsize=8)
-    right.set_xlim(right=500)
-    return result(checks, save(fig, "kv_cache"))
-
-
-if __name__ == "__main__":
-    main()
+fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
+left.plot(lengths, uncached_ms, "o-", label="recompute the prefix")
+left.plot(lengths, cached_ms, "s-", label="with the KV cache")
+left.set(xlabel="context length", ylabel="ms per generated token", title="cost of one more token (small GPT)")
+left.legend()
+names = list(per_token)
+right.barh(names, [per_token[n] * 32768 / 1e9 for n in names], color=["tab:red", "tab:orange", "tab:green", "tab:blue"])
+right.set(xscale="log", xlabel="GB at 32,768 tokens (80 layers, 16-bit)", title="KV cache size")
+for i, n in enumerate(names):
+    right.text(per_token[n] * 32768 / 1e9, i, f" {per_token[n] * 32768 / 1e9:.1f} GB", va="center", fontsize=8)
+right.set_xlim(right=500)
+save(fig, "kv_cache")

@@ -1,10 +1,10 @@
-"""A complete model and its size (seed 000, "A complete model and its size").
-
-GPT-2 small's shape: 12 blocks of width 768 with 12 heads, 50,257 tokens, 1,024 positions,
-learned positions, the output layer tied to the token embedding. The seed prints 124,439,808
-parameters = L(12 d^2 + 13 d) + (V + C + 2) d, 68% in the blocks, logits (1, 8, 50257); a
-forward pass costs about 2N operations per token and training about 6N.
-"""
+# %% [markdown]
+# # A complete model and its size (seed 000, "A complete model and its size").
+#
+# GPT-2 small's shape: 12 blocks of width 768 with 12 heads, 50,257 tokens, 1,024 positions,
+# learned positions, the output layer tied to the token embedding. The seed prints 124,439,808
+# parameters = L(12 d^2 + 13 d) + (V + C + 2) d, 68% in the blocks, logits (1, 8, 50257); a
+# forward pass costs about 2N operations per token and training about 6N.
 
 # %%
 import numpy as np
@@ -13,7 +13,7 @@ import minitensor as mt
 from minitensor import backends
 from models.transformer import GPT
 
-from ._common import Checks, plt, result, save
+from demos._common import Checks, plt, save
 
 
 class CountMatmulFlops:
@@ -36,51 +36,53 @@ class CountMatmulFlops:
         self.backend.matmul = self.original
 
 
-def main(quick=False):
-    checks = Checks()
-    mt.manual_seed(0)
-    V, C, d, L = 50257, 1024, 768, 12
-    model = GPT(V, C, d, heads=12, layers=L)
-    n = model.num_parameters()
-    formula = L * (12 * d * d + 13 * d) + (V + C + 2) * d
-    print(f"parameters: {n:,}")
-    print(f"formula L(12 d^2 + 13 d) + (V + C + 2) d: {formula:,}")
-    T = 8
-    with mt.no_grad(), CountMatmulFlops() as counter:
-        logits = model(np.random.default_rng(0).integers(0, V, size=(1, T)))
-    print("in the blocks:", f"{L * (12 * d * d + 13 * d) / n:.0%}", "; logits shape:", logits.shape)
-    checks("parameters: 124,439,808", n == 124_439_808)
-    checks("equal to the formula", n == formula)
-    checks("68% of them in the blocks", round(L * (12 * d * d + 13 * d) / n, 2) == 0.68)
-    checks("logits shape (1, 8, 50257)", logits.shape == (1, 8, 50257))
+# %%
+checks = Checks()
+mt.manual_seed(0)
+V, C, d, L = 50257, 1024, 768, 12
+model = GPT(V, C, d, heads=12, layers=L)
+n = model.num_parameters()
+formula = L * (12 * d * d + 13 * d) + (V + C + 2) * d
+print(f"parameters: {n:,}")
+print(f"formula L(12 d^2 + 13 d) + (V + C + 2) d: {formula:,}")
+T = 8
+with mt.no_grad(), CountMatmulFlops() as counter:
+    logits = model(np.random.default_rng(0).integers(0, V, size=(1, T)))
+print("in the blocks:", f"{L * (12 * d * d + 13 * d) / n:.0%}", "; logits shape:", logits.shape)
+checks("parameters: 124,439,808", n == 124_439_808)
+checks("equal to the formula", n == formula)
+checks("68% of them in the blocks", round(L * (12 * d * d + 13 * d) / n, 2) == 0.68)
+checks("logits shape (1, 8, 50257)", logits.shape == (1, 8, 50257))
 
-    # %% operations per token: 2N for N non-embedding weights (+ the output layer, + attention)
-    N = L * 12 * d * d  # the weights the matrix products use in the blocks
-    per_token = counter.flops / T
-    print(f"counted matrix-product operations per token: {per_token / 1e6:.1f} M = 2N = {2 * N / 1e6:.1f} M for the blocks "
-          f"+ {2 * d * V / 1e6:.1f} M for the output layer")
-    print(f"(the fused attention kernel adds about 2LTd = {2 * L * T * d / 1e6:.2f} M per token with a causal mask over T = {T})")
-    print(f"training costs about 3x the forward pass: 6N = {6 * N / 1e6:.0f} M operations per token")
-    checks("a forward pass costs 2N per token in the blocks (+ 2dV in the output layer)", per_token == 2 * N + 2 * d * V)
+# %% [markdown]
+# Operations per token: 2N for N non-embedding weights (+ the output layer, + attention)
 
-    # %% where the parameters are
-    parts = {
-        "token embedding (tied with the output)": V * d,
-        "position embedding": C * d,
-        "attention (4 d^2 + 4 d per block)": L * (4 * d * d + 4 * d),
-        "MLP (8 d^2 + 5 d per block)": L * (8 * d * d + 5 * d),
-        "layer norms": L * 4 * d + 2 * d,
-    }
-    checks("the parts add up", sum(parts.values()) == n)
-    fig, ax = plt.subplots(figsize=(9, 3.2), layout="constrained")
-    left = 0
-    for (label, count), color in zip(parts.items(), plt.cm.tab10.colors):
-        ax.barh(0, count, left=left, color=color, label=f"{label}: {count / 1e6:.1f} M ({count / n:.0%})")
-        left += count
-    ax.set(yticks=[], xlabel="parameters", title=f"GPT-2 small: {n:,} parameters")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=2, fontsize=8)
-    return result(checks, save(fig, "model_size"))
+# %%
+N = L * 12 * d * d  # the weights the matrix products use in the blocks
+per_token = counter.flops / T
+print(f"counted matrix-product operations per token: {per_token / 1e6:.1f} M = 2N = {2 * N / 1e6:.1f} M for the blocks "
+      f"+ {2 * d * V / 1e6:.1f} M for the output layer")
+print(f"(the fused attention kernel adds about 2LTd = {2 * L * T * d / 1e6:.2f} M per token with a causal mask over T = {T})")
+print(f"training costs about 3x the forward pass: 6N = {6 * N / 1e6:.0f} M operations per token")
+checks("a forward pass costs 2N per token in the blocks (+ 2dV in the output layer)", per_token == 2 * N + 2 * d * V)
 
+# %% [markdown]
+# Where the parameters are
 
-if __name__ == "__main__":
-    main()
+# %%
+parts = {
+    "token embedding (tied with the output)": V * d,
+    "position embedding": C * d,
+    "attention (4 d^2 + 4 d per block)": L * (4 * d * d + 4 * d),
+    "MLP (8 d^2 + 5 d per block)": L * (8 * d * d + 5 * d),
+    "layer norms": L * 4 * d + 2 * d,
+}
+checks("the parts add up", sum(parts.values()) == n)
+fig, ax = plt.subplots(figsize=(9, 3.2), layout="constrained")
+left = 0
+for (label, count), color in zip(parts.items(), plt.cm.tab10.colors):
+    ax.barh(0, count, left=left, color=color, label=f"{label}: {count / 1e6:.1f} M ({count / n:.0%})")
+    left += count
+ax.set(yticks=[], xlabel="parameters", title=f"GPT-2 small: {n:,} parameters")
+ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=2, fontsize=8)
+save(fig, "model_size")

@@ -1,10 +1,10 @@
-"""Multi-head self-attention written out, and the seed's checks (seed 000, "Multiple heads").
-
-The seed writes multi-head attention with the weights of nn.MultiheadAttention and prints:
-it matches nn.MultiheadAttention (checked when PyTorch is installed), permuting the tokens
-permutes the outputs, with a causal mask outputs 0-2 ignore tokens 3-4, and the module has
-4 d^2 + 4 d = 1,088 parameters for d = 16.
-"""
+# %% [markdown]
+# # Multi-head self-attention written out, and the seed's checks (seed 000, "Multiple heads").
+#
+# The seed writes multi-head attention with the weights of nn.MultiheadAttention and prints:
+# it matches nn.MultiheadAttention (checked when PyTorch is installed), permuting the tokens
+# permutes the outputs, with a causal mask outputs 0-2 ignore tokens 3-4, and the module has
+# 1,088 parameters for d = 16: count them by hand, as a function of d.
 
 # %%
 import numpy as np
@@ -12,58 +12,60 @@ import numpy as np
 import minitensor as mt
 from models.attention import MultiHeadAttention, causal_mask
 
-from ._common import Checks, plt, result, save
+from demos._common import Checks, plt, save
 
 
-def main(quick=False):
-    checks = Checks()
-    B, T, d, h = 2, 5, 16, 4
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((B, T, d))
-    mt.manual_seed(0)
-    try:
-        import torch
+# %%
+checks = Checks()
+B, T, d, h = 2, 5, 16, 4
+rng = np.random.default_rng(0)
+x = rng.standard_normal((B, T, d))
+mt.manual_seed(0)
+try:
+    import torch
 
-        torch.manual_seed(0)
-        torch_mha = torch.nn.MultiheadAttention(d, h, batch_first=True).double()
-        mha = MultiHeadAttention.from_torch(torch_mha)
-    except ImportError:
-        torch = None
-        mha = MultiHeadAttention(d, h)
-        mha.to(np.float64)
+    torch.manual_seed(0)
+    torch_mha = torch.nn.MultiheadAttention(d, h, batch_first=True).double()
+    mha = MultiHeadAttention.from_torch(torch_mha)
+except ImportError:
+    torch = None
+    mha = MultiHeadAttention(d, h)
+    mha.to(np.float64)
 
-    def self_attention(x, mask=None, need_weights=False):
-        return mha(mt.tensor(x), mask=mask, need_weights=need_weights)
+def self_attention(x, mask=None, need_weights=False):
+    return mha(mt.tensor(x), mask=mask, need_weights=need_weights)
 
-    ours = self_attention(x).data
-    if torch is not None:
-        theirs, _ = torch_mha(*(torch.from_numpy(x),) * 3)
-        checks("matches nn.MultiheadAttention", np.allclose(ours, theirs.detach().numpy(), atol=1e-6))
-    else:
-        print("matches nn.MultiheadAttention: (PyTorch is not installed; skipped)")
+ours = self_attention(x).data
+if torch is not None:
+    theirs, _ = torch_mha(*(torch.from_numpy(x),) * 3)
+    checks("matches nn.MultiheadAttention", np.allclose(ours, theirs.detach().numpy(), atol=1e-6))
+else:
+    print("matches nn.MultiheadAttention: (PyTorch is not installed; skipped)")
 
-    perm = rng.permutation(T)
-    checks("permuting the tokens permutes the outputs", np.allclose(self_attention(x[:, perm]).data, ours[:, perm], atol=1e-6))
+perm = rng.permutation(T)
+checks("permuting the tokens permutes the outputs", np.allclose(self_attention(x[:, perm]).data, ours[:, perm], atol=1e-6))
 
-    causal = causal_mask(T)
-    x2 = x.copy()
-    x2[:, 3:] = rng.standard_normal((B, T - 3, d))  # change the last two tokens
-    same = np.allclose(self_attention(x, causal).data[:, :3], self_attention(x2, causal).data[:, :3], atol=1e-6)
-    checks("with a causal mask, outputs 0-2 ignore tokens 3-4", same)
-    n = mha.num_parameters()
-    print(f"parameters: {n} = 4 d^2 + 4 d")
-    checks("1,088 = 4 d^2 + 4 d parameters", n == 1088 == 4 * d * d + 4 * d)
+causal = causal_mask(T)
+x2 = x.copy()
+x2[:, 3:] = rng.standard_normal((B, T - 3, d))  # change the last two tokens
+same = np.allclose(self_attention(x, causal).data[:, :3], self_attention(x2, causal).data[:, :3], atol=1e-6)
+checks("with a causal mask, outputs 0-2 ignore tokens 3-4", same)
+n = mha.num_parameters()
+# BEGIN SOLUTION demo_multihead
+by_hand = 4 * d * d + 4 * d  # W_Q, W_K, W_V and W_O (d x d each), and their four biases
+# END SOLUTION
+print(f"parameters: {n}; counted by hand: {by_hand}")
+checks("1,088 parameters, as the count by hand says", n == 1088 == by_hand)
 
-    # %% each head's causal attention pattern for the first sequence
-    _, weights = self_attention(x, causal, need_weights=True)  # (B, h, T, T)
-    fig, axes = plt.subplots(1, h, figsize=(13, 3.4))
-    for head, ax in enumerate(axes):
-        image = ax.imshow(weights.data[0, head], cmap="viridis", vmin=0, vmax=1)
-        ax.set(title=f"head {head + 1}", xlabel="key", ylabel="query" if head == 0 else "")
-    fig.colorbar(image, ax=axes, fraction=0.02)
-    fig.suptitle("each head's causal attention weights (one sequence): four different mixing patterns", y=1.02)
-    return result(checks, save(fig, "multihead"))
+# %% [markdown]
+# Each head's causal attention pattern for the first sequence
 
-
-if __name__ == "__main__":
-    main()
+# %%
+_, weights = self_attention(x, causal, need_weights=True)  # (B, h, T, T)
+fig, axes = plt.subplots(1, h, figsize=(13, 3.4))
+for head, ax in enumerate(axes):
+    image = ax.imshow(weights.data[0, head], cmap="viridis", vmin=0, vmax=1)
+    ax.set(title=f"head {head + 1}", xlabel="key", ylabel="query" if head == 0 else "")
+fig.colorbar(image, ax=axes, fraction=0.02)
+fig.suptitle("each head's causal attention weights (one sequence): four different mixing patterns", y=1.02)
+save(fig, "multihead")

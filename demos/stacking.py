@@ -1,19 +1,19 @@
-"""Stacking attention without a nonlinearity (seed 001, the lecture notes' argument for the MLP).
-
-Two self-attention layers with no elementwise nonlinearity between them compute
-    Y2 = A2 (A1 X Wv1) Wv2 = (A2 A1) X (Wv1 Wv2):
-one layer with weights alpha* = alpha2 alpha1 and value map Wv* = Wv1 Wv2 (in the row-vector
-convention of code: X @ W). A linear mixture of linear maps of the input, much like one layer.
-That is why a transformer applies an MLP to every position after each attention layer: the
-elementwise nonlinearity is what stacking attention alone does not add.
-"""
+# %% [markdown]
+# # Stacking attention without a nonlinearity (seed 001, the lecture notes' argument for the MLP).
+#
+# Two self-attention layers with no elementwise nonlinearity between them: layer 2 mixes, with its
+# weights A2, the value vectors of layer 1's output, which are themselves mixtures. Write the second
+# layer's output Y2 in terms of X, A1, A2 and the value maps (the row-vector convention of code:
+# X @ W), and regroup the products: it is one attention layer with one mixing matrix alpha* and one
+# value map Wv*. So depth without a nonlinearity adds no new kind of function; that is why a
+# transformer applies an MLP to every position after each attention layer.
 
 # %%
 import numpy as np
 
 import minitensor as mt
 
-from ._common import Checks, plt, result, save
+from demos._common import Checks, plt, save
 
 
 def self_attention(X, W_q, W_k, W_v):
@@ -23,31 +23,29 @@ def self_attention(X, W_q, W_k, W_v):
     return A, A @ (X @ W_v)
 
 
-def main(quick=False):
-    checks = Checks()
-    rng = np.random.default_rng(0)
-    T, d = 7, 8
-    X = mt.tensor(rng.standard_normal((T, d)))
-    layer1 = [mt.tensor(rng.standard_normal((d, d)) / np.sqrt(d)) for _ in range(3)]
-    layer2 = [mt.tensor(rng.standard_normal((d, d)) / np.sqrt(d)) for _ in range(3)]
+# %%
+checks = Checks()
+rng = np.random.default_rng(0)
+T, d = 7, 8
+X = mt.tensor(rng.standard_normal((T, d)))
+layer1 = [mt.tensor(rng.standard_normal((d, d)) / np.sqrt(d)) for _ in range(3)]
+layer2 = [mt.tensor(rng.standard_normal((d, d)) / np.sqrt(d)) for _ in range(3)]
 
-    A1, H = self_attention(X, *layer1)  # layer 1
-    A2, Y2 = self_attention(H, *layer2)  # layer 2 reads layer 1's output
-    A_star = A2 @ A1  # (T, T)
-    W_star = layer1[2] @ layer2[2]  # Wv1 Wv2
-    one_layer = A_star @ (X @ W_star)
-    checks("two stacked attention layers equal one layer with alpha* = alpha2 alpha1 and Wv* = Wv1 Wv2", np.allclose(Y2.data, one_layer.data))
-    checks("alpha* is still a row-stochastic mixing matrix", np.allclose(A_star.data.sum(axis=1), 1) and np.all(A_star.data >= 0))
-    print("so without a nonlinearity, depth adds no new kind of function: the MLP after each attention layer supplies it")
+A1, H = self_attention(X, *layer1)  # layer 1
+A2, Y2 = self_attention(H, *layer2)  # layer 2 reads layer 1's output
+# BEGIN SOLUTION demo_stacking
+A_star = A2 @ A1  # (T, T)
+W_star = layer1[2] @ layer2[2]  # Wv1 Wv2
+# END SOLUTION
+one_layer = A_star @ (X @ W_star)
+checks("two stacked attention layers equal one layer with weights alpha* and value map Wv*", np.allclose(Y2.data, one_layer.data))
+checks("alpha* is still a row-stochastic mixing matrix", np.allclose(A_star.data.sum(axis=1), 1) and np.all(A_star.data >= 0))
+print("so without a nonlinearity, depth adds no new kind of function: the MLP after each attention layer supplies it")
 
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), layout="constrained")
-    for ax, (matrix, title) in zip(axes, [(A1.data, "alpha(1)"), (A2.data, "alpha(2)"), (A_star.data, "alpha* = alpha(2) alpha(1)")]):
-        image = ax.imshow(matrix, cmap="viridis", vmin=0)
-        ax.set(title=title, xlabel="key", ylabel="query")
-        fig.colorbar(image, ax=ax, fraction=0.046)
-    fig.suptitle("two attention layers without a nonlinearity collapse into one mixing matrix")
-    return result(checks, save(fig, "stacking"))
-
-
-if __name__ == "__main__":
-    main()
+fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), layout="constrained")
+for ax, (matrix, title) in zip(axes, [(A1.data, "alpha(1)"), (A2.data, "alpha(2)"), (A_star.data, "alpha*: the one layer's weights")]):
+    image = ax.imshow(matrix, cmap="viridis", vmin=0)
+    ax.set(title=title, xlabel="key", ylabel="query")
+    fig.colorbar(image, ax=ax, fraction=0.046)
+fig.suptitle("two attention layers without a nonlinearity collapse into one mixing matrix")
+save(fig, "stacking")

@@ -379,13 +379,11 @@ class Function:
 
 
 def topological_order(root):
-    """The nodes reachable from `root`, each before every node it sends gradient to.
-
-    An iterative depth-first search (no recursion, so a 100,000-op chain is
-    fine): a node is finished once all its inputs are; reversing the finish
-    order puts every consumer before its producers.
-    """
+    """The nodes reachable from `root`, each before every node it sends gradient to
+    (the homework task topological_order); no recursion, so a 100,000-op chain is fine."""
     # BEGIN SOLUTION topological_order
+    # An iterative depth-first search: a node is finished once all its inputs are;
+    # reversing the finish order puts every consumer before its producers.
     finished, visited = [], set()
     stack = [(root, False)]
     while stack:

@@ -3,11 +3,8 @@
     mt.gradcheck(fn, x, w)          # True, or a GradcheckError that says what is wrong
 
 For each input that requires grad, the analytic derivative (what backward
-computes) is compared with the numeric one,
-
-    d f / d x_j  ~  (f(x + eps e_j) - f(x - eps e_j)) / (2 eps),
-
-whose error is O(eps**2). Small problems compare the full Jacobian (one
+computes) is compared with a numeric one from central differences, whose
+error is O(eps**2). Small problems compare the full Jacobian (one
 backward per output element); larger ones project the output on a fixed
 random direction u and compare d(u . f)/dx element by element (all elements,
 or a random sample of `max_checked` of them).
@@ -193,8 +190,10 @@ def _format_index(index):
 
 
 def _central_difference(x, flat_index, evaluate, eps):
-    """(f(x + eps e_j) - f(x - eps e_j)) / (2 eps), restoring x afterwards."""
+    """d f / d x_j from two evaluations of f around x (the homework task
+    gradcheck_central_difference), leaving x as it was."""
     # BEGIN SOLUTION gradcheck_central_difference
+    # (f(x + eps e_j) - f(x - eps e_j)) / (2 eps), restoring x afterwards.
     values = x.data.reshape(-1)  # a view: x.data is a float64 copy we own
     original = values[flat_index]
     values[flat_index] = original + eps

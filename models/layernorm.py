@@ -27,15 +27,17 @@ def layer_norm_composed(x, weight=None, bias=None, eps=1e-5):
 
 
 class LayerNormFunction(Function):
-    """Layer norm as one op with a backward derived by hand.
+    """Layer norm as one op with a backward derived by hand (the backends' layer_norm_backward
+    computes it: the homework task layer_norm_backward)."""
 
-    Write x_hat = (x - mu) * r with r = 1 / sqrt(var + eps), and g = dL/dy * gain.
-    Over a row of d numbers, d mu / dx_j = 1/d and d var / dx_j = 2 (x_j - mu) / d, so
-        d x_hat_i / d x_j = r (delta_ij - 1/d - x_hat_i x_hat_j / d).
-    Summing g_i times that over i gives the formula the backends implement:
-        dL/dx = r * (g - mean(g) - x_hat * mean(g * x_hat)),
-        dL/dgain = sum over rows of dL/dy * x_hat,   dL/dbias = sum over rows of dL/dy.
-    """
+    # BEGIN SOLUTION layer_norm_backward
+    # Write x_hat = (x - mu) * r with r = 1 / sqrt(var + eps), and g = dL/dy * gain.
+    # Over a row of d numbers, d mu / dx_j = 1/d and d var / dx_j = 2 (x_j - mu) / d, so
+    #     d x_hat_i / d x_j = r (delta_ij - 1/d - x_hat_i x_hat_j / d).
+    # Summing g_i times that over i gives the formula the backends implement:
+    #     dL/dx = r * (g - mean(g) - x_hat * mean(g * x_hat)),
+    #     dL/dgain = sum over rows of dL/dy * x_hat,   dL/dbias = sum over rows of dL/dy.
+    # END SOLUTION
 
     @staticmethod
     def forward(ctx, x, weight=None, bias=None, eps=1e-5):

@@ -1,31 +1,83 @@
-"""Every demo runs in quick mode, every check it prints is true, and it writes a non-empty PNG."""
+"""Every demo is a notebook written as a script: jupytext turns it into an .ipynb, a Jupyter
+kernel executes it in quick mode, and every check it prints is true. `python -m demos` runs demos
+as scripts, each in its own process, and sums up their checks.
 
-import importlib
+One kernel executes all the notebooks (starting one per demo would cost more than most demos);
+each notebook gets a first cell that points the check record at its own file."""
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
 
 import pytest
 
 import demos
-import demos._common
+from demos._record import read_record
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+jupytext = pytest.importorskip("jupytext")
+nbclient = pytest.importorskip("nbclient")
+nbformat = pytest.importorskip("nbformat")
 
 
-@pytest.fixture
-def figures(tmp_path, monkeypatch):
-    monkeypatch.setattr(demos._common, "FIGURES", tmp_path)  # keep the committed figures untouched
-    return tmp_path
+@pytest.fixture(scope="module")
+def kernel():
+    from jupyter_client.manager import KernelManager
+
+    manager = KernelManager(kernel_name="python3")
+    env = dict(os.environ, MINITENSOR_QUICK="1", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env.pop("MPLBACKEND", None)
+    manager.start_kernel(env=env, cwd=str(ROOT / "demos"))  # where Jupyter starts a notebook opened from demos/
+    yield manager
+    manager.shutdown_kernel(now=True)
+
+
+def test_every_demo_is_a_notebook_of_top_level_cells():
+    for name in demos.DEMOS:
+        source = (ROOT / "demos" / f"{name}.py").read_text()
+        assert source.startswith("# %% [markdown]\n# # ") and "seed" in source.split("\n\n")[0], name  # says what it reproduces
+        assert "from ." not in source and "def main(" not in source, name  # absolute imports; no experiment in a function
+        assert source.count("# %% [markdown]") >= 1 and source.count("\n# %%\n") >= 2, name
+        assert not re.search(r"^[ \t]+# %%", source, re.M), f"{name}: a cell marker inside a block"
 
 
 @pytest.mark.parametrize("name", demos.DEMOS)
-def test_demo_quick(name, figures, capsys):
-    module = importlib.import_module(f"demos.{name}")
-    assert module.__doc__ and "seed" in module.__doc__  # says what it reproduces
-    outcome = module.main(quick=True)
-    failed = [label for label, passed in outcome["checks"].items() if not passed]
-    assert outcome["checks"] and not failed, f"{name}: failed checks {failed}"
-    printed = capsys.readouterr().out
-    for label in outcome["checks"]:
-        assert f"{label}: True" in printed  # printed the seed's way
-    figure = outcome["figure"]
-    assert figure == figures / f"{name}.png" and figure.stat().st_size > 10_000
+def test_the_demo_notebook_runs_and_every_check_is_true(name, kernel, tmp_path):
+    notebook = jupytext.read(ROOT / "demos" / f"{name}.py")
+    record = tmp_path / "record.jsonl"
+    setup = f"import os\nos.environ['MINITENSOR_DEMO_RECORD'] = {str(record)!r}"
+    notebook.cells.insert(0, nbformat.v4.new_code_cell(setup))
+    client = nbclient.NotebookClient(notebook, km=kernel, timeout=300)
+    client.execute()
+    checks, figure = read_record(record)
+    printed = "".join(output.get("text", "") for cell in notebook.cells for output in cell.get("outputs", []))
+    failed = [label for label, passed in checks.items() if not passed]
+    assert checks and not failed, f"{name}: failed checks {failed}"
+    for label in checks:
+        assert f"{label}: True" in printed  # printed the seed's way, in the notebook's outputs
+    assert figure and pathlib.Path(figure).stat().st_size > 10_000
+    assert any(output.get("output_type") == "display_data" for cell in notebook.cells for output in cell.get("outputs", []))
+
+
+def test_a_demo_runs_as_a_script_and_the_runner_sums_up_its_checks():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    result = subprocess.run([sys.executable, "-m", "demos", "--quick", "stacking", "scaling"], cwd=ROOT / "demos",
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"stacking\s+2/2 ", result.stdout) and re.search(r"scaling\s+6/6 ", result.stdout)
+    assert "all 8 checks passed" in result.stdout and "demos:" in result.stderr  # the progress bar
+
+
+def test_the_runner_reports_a_demo_that_stops_with_an_error(tmp_path, monkeypatch):
+    from demos import __main__ as runner
+
+    broken = tmp_path / "demos"
+    broken.mkdir()
+    (broken / "stacking.py").write_text("from demos._common import Checks\nChecks()('first', True)\nraise RuntimeError('boom')\n")
+    monkeypatch.setattr(runner, "FOLDER", broken)
+    assert runner.main(["stacking"]) == 1
 
 
 def test_runner_lists_and_rejects(capsys):

@@ -164,11 +164,11 @@ def test_layer_norm_backward():
 
 # 9 -------------------------------------------------------------------------
 def _reference_attention(q, k, v, hidden):
-    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
-    scores = np.where(hidden, -np.inf, scores)
-    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    weights /= weights.sum(axis=-1, keepdims=True)
-    return weights @ v, weights
+    """PyTorch's attention with a boolean mask (True hides a key), as NumPy arrays: (out, weights)."""
+    scores = torch.from_numpy(q) @ torch.from_numpy(k).transpose(-1, -2) / math.sqrt(q.shape[-1])
+    hide = torch.from_numpy(np.broadcast_to(hidden, scores.shape).copy())
+    weights = torch.softmax(scores.masked_fill(hide, float("-inf")), dim=-1)
+    return (weights @ torch.from_numpy(v)).numpy(), weights.numpy()
 
 
 @task("attention_masks")
@@ -220,18 +220,15 @@ def _materialised_backend():
     do not need the tiled kernel, a later task)."""
 
     def attention(q, k, v, mask=None, scale=None, is_causal=False):
-        hidden = np.zeros((q.shape[-2], k.shape[-2]), dtype=bool)
-        if is_causal:
-            hidden = np.triu(np.ones_like(hidden), k=k.shape[-2] - q.shape[-2] + 1)
-        if mask is not None:
-            hidden = hidden | mask
-        out, weights = _reference_attention(q, k, v, hidden)
+        queries, keys = q.shape[-2], k.shape[-2]
+        future = np.triu(np.ones((queries, keys), dtype=bool), k=keys - queries + 1) if is_causal else False
+        out, weights = _reference_attention(q, k, v, np.logical_or(future, False if mask is None else mask))
         return out, weights  # the weights stand in for the log-sum-exp
 
     def attention_backward(q, k, v, out, weights, dout, mask=None, scale=None, is_causal=False):
         scale = 1 / math.sqrt(q.shape[-1])
         dweights = dout @ np.swapaxes(v, -1, -2)
-        dscores = weights * (dweights - (dweights * weights).sum(axis=-1, keepdims=True)) * scale
+        dscores = numpy_backend.softmax_backward(weights, dweights, -1) * scale  # task softmax_backward
         return dscores @ k, np.swapaxes(dscores, -1, -2) @ q, np.swapaxes(weights, -1, -2) @ dout
 
     functions = {name: getattr(numpy_backend, name) for name in mt.backends.INTERFACE}

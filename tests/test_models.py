@@ -14,6 +14,7 @@ from models.attention import (
 from models.layernorm import LayerNorm, LayerNormFunction, RMSNorm, layer_norm_composed
 from models.positional import alibi_bias, alibi_slopes, rope, sinusoidal, t5_bucket
 from models.recurrent import GRU, RNN, RecurrentRegressor
+from models.training import train
 from models.transformer import GPT, Block, Encoder, EncoderDecoder, ReadoutTransformer, SwiGLU
 from demos.tasks import adding_problem
 from models.vit import PatchEmbedding
@@ -440,15 +441,9 @@ def test_adding_problem_transformer_learns_within_a_few_hundred_steps():
     mt.manual_seed(0)
     rng = np.random.default_rng(0)
     model = ReadoutTransformer(2, 64, 4, 1, 100)
-    opt = mt.optim.Adam(model.parameters(), lr=3e-3)
     with mt.use_backend("numba"):
-        for step in range(300):
-            x, y = adding_problem(64, 100, rng)
-            loss = mt.F.mse_loss(model(mt.tensor(x)), mt.tensor(y))
-            opt.zero_grad()
-            loss.backward()
-            mt.optim.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
+        train(model, lambda batch: mt.F.mse_loss(model(mt.tensor(batch[0])), mt.tensor(batch[1])),
+              lambda: adding_problem(64, 100, rng), steps=300)
         x, y = adding_problem(500, 100, rng)
         with mt.no_grad():
             error = mt.F.mse_loss(model(mt.tensor(x)), mt.tensor(y)).item()

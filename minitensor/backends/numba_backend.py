@@ -189,6 +189,7 @@ def _softmax_rows(x, hidden, y):
             y[r, c] *= inverse
 
 
+# BEGIN SOLUTION softmax_backward
 @njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)
 def _softmax_backward_rows(y, dy, dx):
     """dx[r] = y[r] * (dy[r] - sum(dy[r] * y[r]))."""
@@ -198,6 +199,7 @@ def _softmax_backward_rows(y, dy, dx):
             dot += dy[r, c] * y[r, c]
         for c in range(y.shape[1]):
             dx[r, c] = y[r, c] * (dy[r, c] - dot)
+# END SOLUTION
 
 
 @njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)
@@ -262,8 +264,10 @@ def _rows_backward(kernel, y, dy, axis):
     return _unrows(dx, moved_shape, axis)
 
 
+# BEGIN SOLUTION softmax_backward
 def softmax_backward(y, dy, axis=-1):
     return _rows_backward(_softmax_backward_rows, y, dy, axis)
+# END SOLUTION
 
 
 def log_softmax(x, axis=-1):
@@ -305,6 +309,7 @@ def _layer_norm_rows(x, weight, bias, eps, y, mean, rstd):
         rstd[r] = row_rstd
 
 
+# BEGIN SOLUTION layer_norm_backward
 @njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)
 def _layer_norm_backward_rows(dy, x, weight, mean, rstd, dx, dweight_parts, dbias_parts):
     """dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)), g = dy * weight, in one pass per row.
@@ -332,6 +337,7 @@ def _layer_norm_backward_rows(dy, x, weight, mean, rstd, dx, dweight_parts, dbia
                 x_hat = (x[r, c] - mean[r]) * rstd[r]
                 g = dy[r, c] * weight[c] if weight.shape[0] else dy[r, c]
                 dx[r, c] = rstd[r] * (g - g_mean - x_hat * g_xhat_mean)
+# END SOLUTION
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
@@ -348,6 +354,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
     return y.reshape(x.shape), mean.reshape(stats_shape), rstd.reshape(stats_shape)
 
 
+# BEGIN SOLUTION layer_norm_backward
 def layer_norm_backward(dy, x, weight, mean, rstd):
     rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
     dy_rows = np.ascontiguousarray(dy, dtype=x.dtype).reshape(rows.shape)
@@ -364,6 +371,7 @@ def layer_norm_backward(dy, x, weight, mean, rstd):
     if weight is None:
         return dx.reshape(x.shape), None, None
     return dx.reshape(x.shape), dweight_parts.sum(axis=0).astype(x.dtype), dbias_parts.sum(axis=0).astype(x.dtype)
+# END SOLUTION
 
 
 # ----------------------------------------------------------------------------
@@ -512,6 +520,7 @@ def _mask_tile(scores, bh, i0, j0, hidden, bias, causal, causal_offset, scale):
             scores[a, b] = s
 
 
+# BEGIN SOLUTION tiled_attention
 @njit(parallel=True, cache=True)
 def _attention_forward(q, k, v, hidden, bias, causal, causal_offset, scale, out, row_max, row_sum):
     """out = softmax(q k^T * scale + bias, hidden) v per (batch*head), one query block per job."""
@@ -604,6 +613,7 @@ def _attention_backward(q, k, v, out, row_max, row_sum, dout, hidden, bias, caus
                 dq_block += np.dot(dS, k[bh, j0:j1])
                 dk[bh, j0:j1] += np.dot(dS.T, q_block)
             dq[bh, i0:i1] = dq_block
+# END SOLUTION
 
 
 def _heads(q, k, v, mask):
@@ -632,6 +642,7 @@ def _heads(q, k, v, mask):
     return batch, q3, k3, v3, hidden, bias
 
 
+# BEGIN SOLUTION tiled_attention
 def attention(q, k, v, mask=None, scale=None, is_causal=False):
     """Returns (out, (row_max, row_sum)), as the reference does."""
     scale = default_scale(q.shape[-1]) if scale is None else scale
@@ -657,6 +668,7 @@ def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None,
         q3, k3, v3, out3, row_max, row_sum, dout3, hidden, bias, bool(is_causal), causal_offset, scale, dq, dk, dv
     )
     return (dq.reshape(batch + dq.shape[1:]), dk.reshape(batch + dk.shape[1:]), dv.reshape(batch + dv.shape[1:]))
+# END SOLUTION
 
 
 __all__ = [

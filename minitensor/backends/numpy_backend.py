@@ -64,8 +64,9 @@ def softmax(x, axis=-1, mask=None):
 
 
 def softmax_backward(y, dy, axis=-1):
-    """dx_i = y_i (dy_i - sum_j dy_j y_j)."""
+    """dL/dx along axis, given y = softmax(x) and dy = dL/dy (the homework task softmax_backward)."""
     # BEGIN SOLUTION softmax_backward
+    # dx_i = sum_j dy_j dy_j/dx_i = y_i (dy_i - sum_j dy_j y_j)
     return y * (dy - (dy * y).sum(axis=axis, keepdims=True))
     # END SOLUTION
 
@@ -107,15 +108,15 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
 
 
 def layer_norm_backward(dy, x, weight, mean, rstd):
-    """Gradients of layer norm, with x_hat = (x - mean) * rstd and g = dy * weight:
-
-        dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))     (means over the last axis)
-        dweight = sum of dy * x_hat over every axis but the last
-        dbias   = sum of dy over every axis but the last
-
-    Returns (dx, dweight, dbias); dweight and dbias are None without weight.
+    """Gradients of layer norm over the last axis, given dy and what forward returned (the
+    homework task layer_norm_backward). Returns (dx, dweight, dbias); dweight and dbias are None
+    without weight.
     """
     # BEGIN SOLUTION layer_norm_backward
+    # With x_hat = (x - mean) * rstd and g = dy * weight:
+    #     dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))     (means over the last axis)
+    #     dweight = sum of dy * x_hat over every axis but the last
+    #     dbias   = sum of dy over every axis but the last
     x_hat = (x - mean) * rstd
     g = dy if weight is None else dy * weight
     dx = rstd * (g - g.mean(axis=-1, keepdims=True) - x_hat * (g * x_hat).mean(axis=-1, keepdims=True))
@@ -221,17 +222,16 @@ def attention(q, k, v, mask=None, scale=None, is_causal=False):
     """out = softmax(q k^T * scale + mask) v, one tile of keys at a time.
 
     q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv); mask broadcasts to (..., Tq, Tk).
-    For each query we keep a running max m, a running normaliser l = sum exp(s - m)
-    and a running weighted sum acc = sum exp(s - m) v. A new tile with a larger max
-    rescales the old l and acc by exp(m_old - m_new). At the end out = acc / l.
-    Only (..., Tq, KEY_TILE) scores exist at a time, never (..., Tq, Tk).
-
-    Returns (out, (row_max, row_sum)): each query's m and l, all backward needs to
-    rebuild the weights P = exp(S - m) / l. (Kept apart, not as lse = m + log l: at a
-    score of 1e30, or 1e7 in float32, m + log l rounds to m and the weights rebuilt
-    from it lose their normaliser.) A fully masked row has m = -inf and l = 0.
+    Only (..., Tq, KEY_TILE) scores exist at a time, never (..., Tq, Tk) (the homework task
+    tiled_attention). Returns (out, (row_max, row_sum)): each query's running max m and
+    normaliser l, all backward needs to rebuild the weights. (Kept apart, not as
+    lse = m + log l: at a score of 1e30, or 1e7 in float32, m + log l rounds to m and the
+    weights rebuilt from it lose their normaliser.) A fully masked row has m = -inf and l = 0.
     """
     # BEGIN SOLUTION tiled_attention
+    # For each query keep a running max m, a running normaliser l = sum exp(s - m) and a
+    # running weighted sum acc = sum exp(s - m) v. A new tile with a larger max rescales the
+    # old l and acc by exp(m_old - m_new). At the end out = acc / l.
     xp = _xp(q)
     scale = default_scale(q.shape[-1]) if scale is None else scale
     mask = _full_mask(mask, q, k)

@@ -41,7 +41,7 @@ class Sub(Function):
 
 
 class Mul(Function):
-    """y = a * b.   dL/da = grad * b,  dL/db = grad * a."""
+    """y = a * b.   Backward: the homework task elementwise_backward."""
 
     broadcasts = True
 
@@ -56,6 +56,7 @@ class Mul(Function):
     @staticmethod
     def backward(ctx, grad):
         # BEGIN SOLUTION elementwise_backward
+        # dL/da = grad * b,  dL/db = grad * a.
         a, b = ctx.saved_tensors
         grad_a = grad * b if ctx.needs_input_grad[0] else None
         grad_b = grad * a if ctx.needs_input_grad[1] else None
@@ -64,7 +65,7 @@ class Mul(Function):
 
 
 class Div(Function):
-    """y = a / b.   dL/da = grad / b,  dL/db = -grad * a / b**2."""
+    """y = a / b.   Backward: the homework task elementwise_backward."""
 
     broadcasts = True
 
@@ -77,6 +78,7 @@ class Div(Function):
     @staticmethod
     def backward(ctx, grad):
         # BEGIN SOLUTION elementwise_backward
+        # dL/da = grad / b,  dL/db = -grad * a / b**2.
         a, b = ctx.saved_tensors
         grad_a = grad / b if ctx.needs_input_grad[0] else None
         grad_b = -grad * a / (b * b) if ctx.needs_input_grad[1] else None
@@ -125,7 +127,7 @@ class Pow(Function):
 
 
 class Exp(Function):
-    """y = exp(x).   dL/dx = grad * y."""
+    """y = exp(x).   Backward: the homework task elementwise_backward."""
 
     @staticmethod
     def forward(ctx, x):
@@ -136,6 +138,7 @@ class Exp(Function):
     @staticmethod
     def backward(ctx, grad):
         # BEGIN SOLUTION elementwise_backward
+        # dL/dx = grad * y.
         (y,) = ctx.saved_tensors
         return grad * y
         # END SOLUTION
@@ -171,7 +174,7 @@ class Sqrt(Function):
 
 
 class Tanh(Function):
-    """y = tanh(x).   dL/dx = grad * (1 - y**2)."""
+    """y = tanh(x).   Backward: the homework task elementwise_backward."""
 
     @staticmethod
     def forward(ctx, x):
@@ -182,6 +185,7 @@ class Tanh(Function):
     @staticmethod
     def backward(ctx, grad):
         # BEGIN SOLUTION elementwise_backward
+        # dL/dx = grad * (1 - y**2).
         (y,) = ctx.saved_tensors
         return grad * (1 - y * y)
         # END SOLUTION

@@ -33,12 +33,9 @@ def check_matmul_shapes(a_shape, b_shape):
 class MatMul(Function):
     """Y = A @ B, batched over leading axes (which broadcast).
 
-    dL/dA = grad @ B^T,   dL/dB = A^T @ grad   (^T swaps the last two axes).
-
     A 1-D operand is treated as NumPy does: a left vector as a row (1, k), a
-    right vector as a column (k, 1), and that axis is dropped from Y. In
-    backward we put the dropped axis back into grad, use the 2-D formulas, and
-    drop it again from the result; the engine then sums over broadcast batches.
+    right vector as a column (k, 1), and that axis is dropped from Y. Backward
+    is the homework task matmul_backward; the engine sums over broadcast batches.
     """
 
     @staticmethod
@@ -50,6 +47,8 @@ class MatMul(Function):
     @staticmethod
     def backward(ctx, grad):
         # BEGIN SOLUTION matmul_backward
+        # dL/dA = grad @ B^T,   dL/dB = A^T @ grad   (^T swaps the last two axes). A 1-D
+        # operand: put the dropped axis back into grad, use the 2-D formulas, drop it again.
         a, b = ctx.saved_tensors
         a_is_vector, b_is_vector = a.ndim == 1, b.ndim == 1
         a2 = a[None, :] if a_is_vector else a  # (1, k) row

@@ -16,7 +16,7 @@ def _restore_axes(grad, axes, keepdims):
 
 
 class Sum(Function):
-    """y = sum of x over `axis`.   dL/dx[i] = grad (broadcast back over the summed axes)."""
+    """y = sum of x over `axis`.   Backward: the homework task reductions."""
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -33,7 +33,7 @@ class Sum(Function):
 
 
 class Mean(Function):
-    """y = (1/n) sum of x over `axis`, n the number of elements summed.   dL/dx = grad / n."""
+    """y = (1/n) sum of x over `axis`, n the number of elements summed.   Backward: the homework task reductions."""
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -51,11 +51,9 @@ class Mean(Function):
 
 
 class Var(Function):
-    """y = sum((x - mean)**2) / (n - ddof) over `axis`.
-
-    dL/dx = grad * 2 (x - mean) / (n - ddof)   (the mean's own dependence on x
-    cancels, because sum(x - mean) = 0). ddof=0, NumPy's default, is the
-    biased variance layer norm uses; ddof=1 is torch.var's default.
+    """y = sum((x - mean)**2) / (n - ddof) over `axis`. ddof=0, NumPy's default, is the
+    biased variance layer norm uses; ddof=1 is torch.var's default. Backward: the homework
+    task reductions.
     """
 
     @staticmethod
@@ -75,6 +73,8 @@ class Var(Function):
     @staticmethod
     def backward(ctx, grad):
         # BEGIN SOLUTION reductions
+        # dL/dx = grad * 2 (x - mean) / (n - ddof): the mean's own dependence on x cancels,
+        # because sum(x - mean) = 0.
         (centered,) = ctx.saved_tensors
         grad = _restore_axes(grad, ctx.axes, ctx.keepdims)
         with np.errstate(divide="ignore", invalid="ignore"):  # ddof >= n: inf and nan, as the forward

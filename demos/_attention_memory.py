@@ -1,0 +1,37 @@
+"""Time and peak memory of one causal attention forward, for demos/efficient_attention.py, which
+runs `measure` in a fresh process for each point so that no run reuses another's memory."""
+
+import math
+import time
+
+import numpy as np
+
+from minitensor.backends import numba_backend, numpy_backend
+
+
+def materialised(q, k, v):
+    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])  # (..., T, T): every score at once
+    causal = np.triu(np.ones(scores.shape[-2:], dtype=bool), k=1)
+    return numpy_backend.softmax(scores, -1, causal) @ v
+
+
+KERNELS = {
+    "materialised (numpy)": materialised,
+    "tiled (numpy reference)": lambda q, k, v: numpy_backend.attention(q, k, v, None, None, True),
+    "tiled (numba)": lambda q, k, v: numba_backend.attention(q, k, v, None, None, True),
+}
+
+
+def measure(method, T, repeats=2):
+    """Seconds and peak extra MB of one causal forward at length T, 8 heads of 64, float32."""
+    from benchmarks.common import peak_memory_mb
+
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((8, T, 64)).astype(np.float32) for _ in range(3))
+    kernel = KERNELS[method]
+    kernel(q[:, :64], k[:, :64], v[:, :64])  # load the compiled kernels, on a small input
+    memory = peak_memory_mb(lambda: kernel(q, k, v))  # the first run at this size: nothing reused
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel(q, k, v)
+    return (time.perf_counter() - start) / repeats, memory

@@ -1,0 +1,29 @@
+"""The training loop the demos and the tests share: Adam on a fresh batch each step, with the
+gradient norm clipped, as the seed's adding-problem and alignment experiments train."""
+
+from tqdm import tqdm
+
+import minitensor as mt
+
+
+def train(model, loss_of, next_batch, steps, lr=3e-3, max_norm=1.0, evaluate=None, every=25, desc="training"):
+    """Train `model` for `steps` steps; return (the last training loss, the evaluation curve).
+
+    next_batch() -> a batch; loss_of(batch) -> the scalar loss Tensor of `model` on it.
+    evaluate() -> a number, computed without recording a graph at step 0, every `every` steps
+    and after the last step; the curve is a list of (step, value), empty without `evaluate`.
+    """
+    opt = mt.optim.Adam(model.parameters(), lr=lr)
+    curve, loss = [], None
+    for step in tqdm(range(steps + 1), desc=desc, leave=False, mininterval=1.0):
+        if evaluate is not None and (step % every == 0 or step == steps):
+            with mt.no_grad():
+                curve.append((step, float(evaluate())))
+        if step == steps:
+            break
+        loss = loss_of(next_batch())
+        opt.zero_grad()
+        loss.backward()
+        mt.optim.clip_grad_norm_(model.parameters(), max_norm)
+        opt.step()
+    return (None if loss is None else loss.item()), curve

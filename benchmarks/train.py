@@ -172,7 +172,8 @@ def worker(side):
     # before its first step: both sides' allocators keep what they once took (PyTorch's
     # caching allocator, NumPy's through malloc), so a peak after warm-up would miss it.
     timed = []
-    peak = peak_memory_mb(lambda: timed.append(_median_step_seconds(step, batches, steps=STEPS if side != "gru" else 5)))
+    steps = STEPS if side != "gru" else 5
+    peak = peak_memory_mb(lambda: timed.append(_median_step_seconds(step, batches, steps=steps)))
     print(json.dumps({"seconds": timed[0], "peak_mb": peak}))
 
 
@@ -226,7 +227,8 @@ def main(rounds=ROUNDS):
     per_step = {side: statistics.median(r["seconds"] for r in runs) for side, runs in results.items()}
     for side in ("numba", "numpy"):
         ratios = [ours["seconds"] / theirs["seconds"] for ours, theirs in zip(results[side], results["torch"])]
-        memory = statistics.median(r["peak_mb"] for r in results[side]) / max(statistics.median(r["peak_mb"] for r in results["torch"]), 1e-9)
+        memory = (statistics.median(r["peak_mb"] for r in results[side])
+                  / max(statistics.median(r["peak_mb"] for r in results["torch"]), 1e-9))
         print(f"  minitensor ({side}): {per_step[side] * 1e3:7.1f} ms per step, {statistics.median(ratios):.2f}x "
               f"PyTorch eager (rounds: {', '.join(f'{r:.2f}' for r in ratios)}); peak memory "
               f"{statistics.median(r['peak_mb'] for r in results[side]):.1f} MB, {memory:.2f}x PyTorch's")

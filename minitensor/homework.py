@@ -200,7 +200,8 @@ def _files_to_copy(root):
     """The repository's files, as git sees them (tracked, or new and not ignored); without git,
     every file outside the usual build and cache folders."""
     try:
-        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others",
+                                 "--exclude-standard"],
                                 capture_output=True, check=True).stdout.decode()
         names = [name for name in listed.split("\0") if name]
         return [name for name in names if (root / name).is_file()]
@@ -221,7 +222,8 @@ def strip(out, root=None, keep=()):
     files = _files_to_copy(root)
     sources = {name: (root / name).read_text() for name in files
                if name.endswith(".py") and name.split("/")[0] in MARKED_FOLDERS and not name.endswith("homework.py")}
-    stripped = {name: strip_source(text, keep, where=name) for name, text in sources.items() if "BEGIN SOLUTION" in text}
+    stripped = {name: strip_source(text, keep, where=name) for name, text in sources.items()
+                if "BEGIN SOLUTION" in text}
     for name in files:  # every region is checked before anything is written
         if name in ("README.md", STUDENT_README):
             continue
@@ -286,7 +288,8 @@ def find_copy(path):
     upload that kept its top folder). A missing folder or file is a HomeworkError that names it."""
     path = pathlib.Path(path)
     if not path.is_dir():
-        raise HomeworkError(f"grade: {path} is not a folder; give the folder of a student copy (the one with minitensor/)")
+        raise HomeworkError(f"grade: {path} is not a folder; "
+                            f"give the folder of a student copy (the one with minitensor/)")
     candidates = [path] + sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
     for candidate in candidates:
         if all((candidate / name).is_file() for name in EXPECTED_FILES):
@@ -302,10 +305,12 @@ def _pytest_ini(tests):
     for source in (tests.parent / "setup.cfg", tests / "pytest.ini"):
         if source.exists():
             ini.read(source)
-    section = ini["tool:pytest"] if ini.has_section("tool:pytest") else (ini["pytest"] if ini.has_section("pytest") else {})
+    section = (ini["tool:pytest"] if ini.has_section("tool:pytest")
+               else (ini["pytest"] if ini.has_section("pytest") else {}))
     lines = ["[pytest]", "markers =", "    task(name): the homework task a test grades"]
     if "filterwarnings" in section:
-        lines += ["filterwarnings ="] + [f"    {line.strip()}" for line in section["filterwarnings"].strip().splitlines()]
+        lines += ["filterwarnings ="] + [f"    {line.strip()}"
+                                         for line in section["filterwarnings"].strip().splitlines()]
     return "\n".join(lines) + "\n"
 
 
@@ -334,7 +339,8 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0):
     with tempfile.TemporaryDirectory(prefix="minitensor-grade-") as scratch:
         scratch = pathlib.Path(scratch)
         code = _packages_of(copy, scratch / "code")
-        preflight = subprocess.run([sys.executable, "-c", IMPORTS], cwd=scratch, env=_env_for(code), capture_output=True, text=True)
+        preflight = subprocess.run([sys.executable, "-c", IMPORTS], cwd=scratch, env=_env_for(code),
+                                   capture_output=True, text=True)
         if preflight.returncode:
             return {"error": f"the copy does not import: {_import_failure(preflight.stderr, code)}", "tests": {}}
         shutil.copytree(tests, scratch / "tests", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -351,9 +357,11 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0):
         command = [sys.executable, "-m", "pytest", *args, "-p", "_minitensor_grader", "-c", str(scratch / "pytest.ini"),
                    "--rootdir", str(scratch), "-q", "-p", "no:cacheprovider", "--no-header", "-rN"]
         try:
-            run = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout * 20 + 120)
+            run = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True,
+                                 timeout=timeout * 20 + 120)
         except subprocess.TimeoutExpired:
-            return {"error": f"the tests did not finish within {timeout * 20 + 120:g} s (a hang no per-test limit could stop)", "tests": {}}
+            return {"error": f"the tests did not finish within {timeout * 20 + 120:g} s "
+                             f"(a hang no per-test limit could stop)", "tests": {}}
         if not results_file.exists():
             tail = "\n".join((run.stdout + run.stderr).strip().splitlines()[-5:])
             return {"error": f"the tests could not run on the copy:\n{tail}", "tests": {}}
@@ -475,7 +483,8 @@ def write_gradescope(path, results, rows, seconds, hidden_exist=True):
         if entry["hidden"]:  # shown after the grades are published, and even then without its message
             output = "passed" if passed else "failed (a hidden test: its feedback is not shown)"
         elif entry["blocked_by"] and not passed:
-            output = f"blocked: task {entry['blocked_by']} is not solved yet, and this test needs it.\n{entry['message']}"
+            output = (f"blocked: task {entry['blocked_by']} is not solved yet, and this test needs it.\n"
+                      f"{entry['message']}")
         else:
             output = "passed" if passed else entry["message"]
         entries.append({
@@ -488,7 +497,8 @@ def write_gradescope(path, results, rows, seconds, hidden_exist=True):
     # what students read before the grades are published: the public tests alone
     public = dict(results, tests={n: e for n, e in results["tests"].items() if not e["hidden"]})
     public_rows = _rows(public, [row.task for row in rows])
-    summary = _summary(public_rows, public, hidden_exist=any(e["hidden"] for e in results["tests"].values()) or hidden_exist)
+    summary = _summary(public_rows, public,
+                       hidden_exist=any(e["hidden"] for e in results["tests"].values()) or hidden_exist)
     table = "\n".join(f"{row.task}: {row.passed}/{row.total} public tests passed, {row.status}" for row in public_rows)
     document = {
         "score": round(sum(e["score"] for e in entries), 4),
@@ -531,7 +541,8 @@ def _requirements(root):
     ini = configparser.ConfigParser()
     ini.read(root / "setup.cfg")
     lines = ini.get("options", "install_requires", fallback="").split()
-    lines += [line for line in ini.get("options.extras_require", "test", fallback="").split() if not line.startswith(("jupytext", "nbclient", "nbformat", "ipykernel"))]
+    lines += [line for line in ini.get("options.extras_require", "test", fallback="").split()
+              if not line.startswith(("jupytext", "nbclient", "nbformat", "ipykernel"))]
     return "\n".join(lines) + "\n"
 
 
@@ -549,11 +560,13 @@ def bundle(out, tasks=None, extra=None, timeout=60.0, root=None):
         raise HomeworkError(f"bundle: the folder of {out} does not exist")
     members = {
         "setup.sh": SETUP_SH,
-        "run_autograder": RUN_AUTOGRADER.format(tasks=" ".join(tasks), timeout=timeout, extra="--extra hidden " if extra else ""),
+        "run_autograder": RUN_AUTOGRADER.format(tasks=" ".join(tasks), timeout=timeout,
+                                                extra="--extra hidden " if extra else ""),
         "requirements.txt": _requirements(root),
         "grader/homework.py": (HERE / "homework.py").read_text(),
         "grader/homework_plugin.py": (HERE / "homework_plugin.py").read_text(),
-        "assignment.json": json.dumps({"tasks": tasks, "timeout": timeout, "hidden_tests": extra is not None}, indent=1) + "\n",
+        "assignment.json": json.dumps({"tasks": tasks, "timeout": timeout, "hidden_tests": extra is not None},
+                                      indent=1) + "\n",
     }
     for folder, prefix in [(root / "tests", "tests/")] + ([(pathlib.Path(extra), "hidden/")] if extra else []):
         for path in sorted(folder.rglob("*")):

@@ -49,7 +49,8 @@ def pytest_collection_modifyitems(config, items):
         if task is None or (ONLY and task not in ONLY):
             dropped.append(item)
         else:
-            _tests[item.nodeid] = {"task": task, "outcome": "failed", "message": "did not run", "blocked_by": None, "seconds": 0.0}
+            _tests[item.nodeid] = {"task": task, "outcome": "failed", "message": "did not run", "blocked_by": None,
+                                   "seconds": 0.0}
             kept.append(item)
     items[:] = kept
     config.hook.pytest_deselected(items=dropped)
@@ -117,7 +118,8 @@ def pytest_runtest_makereport(item, call):
         entry.update(outcome="failed", message=_feedback(error) if error else report.longreprtext[-2000:],
                      blocked_by=_unsolved_task(error.value) if error else None)
     elif report.skipped and call.when in ("setup", "call"):
-        entry.update(outcome="failed", message="skipped: " + str(report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr))
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
+        entry.update(outcome="failed", message="skipped: " + str(reason))
 
 
 def pytest_sessionfinish(session):

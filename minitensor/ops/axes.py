@@ -69,7 +69,8 @@ def check_mask(mask, shape, op, scores_dtype=None):
     except ValueError:
         fits = False
     if not fits:
-        target = f"the scores' shape {shape} (batch..., queries, keys)" if scores_dtype is not None else f"the tensor's shape {shape}"
+        target = (f"the scores' shape {shape} (batch..., queries, keys)" if scores_dtype is not None
+                  else f"the tensor's shape {shape}")
         raise ValueError(f"{op}: a mask of shape {tuple(mask.shape)} does not broadcast to {target}")
     if is_float:
         mask = mask.astype(scores_dtype, copy=False)

@@ -537,12 +537,29 @@ exit 0  # a failed task is a grade, not an autograder failure
 """
 
 
+GRADING_NEEDS_NOT = ("jupytext", "nbclient", "nbformat", "ipykernel", "ruff", "playwright")  # test tools only
+
+
 def _requirements(root):
+    """What the autograder installs: setup.cfg's runtime and test requirements (less the tools
+    grading never runs), each at the exact version constraints.txt locks, so Gradescope grades
+    with the packages the teacher's solution was tested with."""
     ini = configparser.ConfigParser()
     ini.read(root / "setup.cfg")
-    lines = ini.get("options", "install_requires", fallback="").split()
-    lines += [line for line in ini.get("options.extras_require", "test", fallback="").split()
-              if not line.startswith(("jupytext", "nbclient", "nbformat", "ipykernel"))]
+    wanted = ini.get("options", "install_requires", fallback="").split()
+    wanted += [line for line in ini.get("options.extras_require", "test", fallback="").split()
+               if not line.startswith(GRADING_NEEDS_NOT)]
+    locked = {}
+    constraints = root / "constraints.txt"
+    if constraints.is_file():
+        for line in constraints.read_text().splitlines():
+            if "==" in line and not line.lstrip().startswith("#"):
+                name = line.split("==")[0].strip().lower()
+                locked[name] = line.strip()
+    lines = []
+    for requirement in wanted:
+        name = re.split(r"[<>=!~ ]", requirement, maxsplit=1)[0].lower()
+        lines.append(locked.get(name, requirement))
     return "\n".join(lines) + "\n"
 
 

@@ -43,7 +43,8 @@ TASKS = [
     ("topological_order", "list the nodes reachable from the output so that each comes before the nodes it "
                           "sends gradient to, without recursion (a 20,000-op chain must work); autograd.py"),
     ("elementwise_backward", "derive d(output)/d(input) of Mul, Div, Exp and Tanh by hand and apply it to grad, "
-                             "using what forward saved; ops/elementwise.py"),
+                             "using what forward saved (an array no wanted gradient reads is saved as None: mind "
+                             "ctx.needs_input_grad); ops/elementwise.py"),
     ("unbroadcast", "compare the two shapes, aligned on the right: which axes did broadcasting add or stretch "
                     "from size 1?; autograd.summed_axes"),
     ("matmul_backward", "write C = A B with indices, differentiate with respect to one element of A and of B, "

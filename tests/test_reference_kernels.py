@@ -86,14 +86,16 @@ def test_reference_tiled_attention_equals_materialised_attention(tq, mask_kind, 
     expected = materialised_attention(qt, kt, vt, hidden, mt.tensor(bias))
     expected.backward(dout)
 
-    out, lse = reference.attention(q, k, v, mask, None, is_causal)
+    out, stats = reference.attention(q, k, v, mask, None, is_causal)
     np.testing.assert_allclose(out, expected.data, rtol=1e-10, atol=1e-12)
     scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(d) + bias
     visible_scores = np.where(hidden, -np.inf, scores)
-    row_max = visible_scores.max(axis=-1)
-    lse_expected = row_max + np.log(np.exp(visible_scores - row_max[..., None]).sum(axis=-1))
-    np.testing.assert_allclose(lse, lse_expected, rtol=1e-12)
+    row_max_expected = visible_scores.max(axis=-1)
+    row_sum_expected = np.exp(visible_scores - row_max_expected[..., None]).sum(axis=-1)
+    row_max, row_sum = stats  # each query's max score and sum of exp(score - max), over all tiles
+    np.testing.assert_allclose(row_max, row_max_expected, rtol=1e-12)
+    np.testing.assert_allclose(row_sum, row_sum_expected, rtol=1e-12)
 
-    grads = reference.attention_backward(q, k, v, out, lse, dout, mask, None, is_causal)
+    grads = reference.attention_backward(q, k, v, out, stats, dout, mask, None, is_causal)
     for name, ours, composed in zip("qkv", grads, (qt.grad, kt.grad, vt.grad)):
         np.testing.assert_allclose(ours, composed, rtol=1e-9, atol=1e-11, err_msg=f"d{name}")

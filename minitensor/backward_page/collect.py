@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import debug
 from ..autograd import Context, summed_axes, topological_order
+from ..backends.numpy_backend import default_scale
 from ..nn.module import Parameter
 
 SMALL = 48  # arrays up to this many elements are shown as numbers, larger ones as heatmaps
@@ -103,8 +104,9 @@ def attention_view(step, max_elements):
     """For a fused Attention node: the weights P and dL/dS (S the scaled, masked scores) as
     (..., Tq, Tk) arrays, recomputed in NumPy from what the node saved, and the hidden cells."""
     node = step.node
-    q, k, v, out, lse = (np.asarray(a, dtype=np.float64) for a in step.saved[:5])
-    scale = 1 / np.sqrt(q.shape[-1]) if node.scale is None else node.scale
+    q, k, v, out = (np.asarray(a, dtype=np.float64) for a in step.saved[:4])
+    row_max, row_sum = (np.asarray(a, dtype=np.float64)[..., None] for a in step.saved[4])  # (..., Tq, 1)
+    scale = default_scale(q.shape[-1]) if node.scale is None else node.scale
     scores = np.matmul(q, np.swapaxes(k, -1, -2)) * scale  # (..., Tq, Tk)
     hidden = np.zeros(scores.shape, dtype=bool)
     if node.mask is not None:
@@ -118,8 +120,8 @@ def attention_view(step, max_elements):
         tq, tk = scores.shape[-2:]
         hidden |= np.arange(tk)[None, :] > np.arange(tq)[:, None] + (tk - tq)
     scores = np.where(hidden, -np.inf, scores)
-    lse = lse[..., None]
-    weights = np.where(np.isfinite(lse), np.exp(scores - np.where(np.isfinite(lse), lse, 0)), 0.0)
+    visible = row_sum != 0  # a fully hidden row has no weights
+    weights = np.where(visible, np.exp(scores - np.where(visible, row_max, 0)) / np.where(visible, row_sum, 1), 0.0)
     grad_out = np.asarray(step.grad_output, dtype=np.float64)
     d_weights = np.matmul(grad_out, np.swapaxes(v, -1, -2))
     d_scores = weights * (d_weights - (grad_out * out).sum(axis=-1, keepdims=True))

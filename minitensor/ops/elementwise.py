@@ -47,8 +47,9 @@ class Mul(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        # Save only what backward will read (as PyTorch does): dL/da needs b, dL/db needs a. A
-        # tensor changed in place after this is then an error only if its values are needed.
+        # Save only what backward will read (as PyTorch does), so that a tensor changed in place
+        # after this is an error only if its values are needed. What no wanted gradient reads
+        # is saved as None.
         needs_a, needs_b = ctx.needs_input_grad
         ctx.save_for_backward(a if needs_b else None, b if needs_a else None)
         return a * b
@@ -72,7 +73,7 @@ class Div(Function):
     @staticmethod
     def forward(ctx, a, b):
         needs_a, needs_b = ctx.needs_input_grad
-        ctx.save_for_backward(a if needs_b else None, b)  # only dL/db needs a (see Mul)
+        ctx.save_for_backward(a if needs_b else None, b)  # a saved only when needed (see Mul)
         return a / b
 
     @staticmethod

@@ -212,7 +212,9 @@ class _Observer:
         if True in ctx.needs_input_grad and autograd._grad_enabled:  # a node will be recorded
             frame = _getframe(2)  # 0 here, 1 Function.apply, 2 its caller
             code = frame.f_code
-            if code.co_filename.startswith(_PACKAGE):  # one step inline: Tensor.__mul__ and the like
+            # Step out of Tensor methods and F wrappers (x.sigmoid() is two frames deep) to their
+            # caller, here rather than in _record_site: the common case then costs no frame walk.
+            while code.co_filename.startswith(_PACKAGE) and code is not _MODULE_CALL and frame.f_back is not None:
                 frame = frame.f_back
                 code = frame.f_code
             if code.co_filename.startswith(_LIBRARY) or code.co_name == "forward":

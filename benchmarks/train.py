@@ -7,6 +7,8 @@
   with 2 threads; and the peak memory of a step against PyTorch's.
 - The GRU step of the same demo (hidden 64, default backend) with one busy process beside
   it, against its time on the otherwise idle machine.
+- The transformer's step beside a busy process, against its idle time (no target: it
+  shows the BLAS threads giving way, see minitensor/backends/blas_threads.py).
 - The user-level masked softmax, `x.softmax(axis=-1, mask=m).sum().backward()` on
   (16, 4, 256, 256), numba against the numpy backend.
 
@@ -249,6 +251,21 @@ def main(rounds=ROUNDS):
           f"{statistics.median(idle) * 1e3:.1f} ms, with one busy process beside it "
           f"{statistics.median(busy) * 1e3:.1f} ms: {statistics.median(gru_ratios):.2f}x "
           f"(rounds: {', '.join(f'{r:.2f}' for r in gru_ratios)})")
+
+    # No target here: that the transformer's larger products, which use two BLAS threads on an
+    # idle machine, fall back to one beside a busy process instead of stalling.
+    idle, busy = [], []
+    for _ in range(max(3, rounds // 2)):
+        idle.append(_run_worker("numba")["seconds"])
+        neighbour = _busy_process()
+        try:
+            busy.append(_run_worker("numba")["seconds"])
+        finally:
+            neighbour.kill()
+            neighbour.wait()
+    ratios = [b / i for b, i in zip(busy, idle)]
+    print(f"The transformer's step (numba) with one busy process beside it: {statistics.median(busy) * 1e3:.1f} ms, "
+          f"{statistics.median(ratios):.2f}x its idle time (rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
 
     softmax = [_run_worker("softmax") for _ in range(max(3, rounds // 2))]
     softmax_ratios = [r["numba"] / r["numpy"] for r in softmax]

@@ -81,7 +81,7 @@ def _no_mask():
 # exp(r) by a degree-7 polynomial (Cephes' expf coefficients), and 2**k added
 # straight into the exponent bits of the result. Its relative error is below
 # 1e-7 (about one float32 ulp) on [-87.3, 88.7]; below -87.3 (where float32
-# has only denormals) it returns 0. tests/test_backends.py bounds this against
+# has only denormals) it returns 0, above 88.7 inf. tests/test_backends.py bounds this against
 # np.exp. float64 keeps math.exp: gradient checks need its accuracy.
 
 _LOG2E = np.float32(1.4426950408889634)
@@ -94,6 +94,33 @@ _EXP_HIGH = np.float32(88.7)
 # Not full fastmath: reassociation would fold t - k*LN2_HI - k*LN2_LO into t - k*ln2 and
 # lose the exactness of the split; infinities must stay (exp(-inf) = 0 for hidden scores).
 _EXP_FLAGS = {"nsz", "arcp", "contract", "afn"}
+_ONE32 = np.float32(1.0)
+_INF32 = np.float32(np.inf)
+
+
+# inline="always" (here and on _erff below): Numba pastes the function into the loop that calls
+# it; left to LLVM, the inliner gives up on the larger _erff and the loop makes a call per element.
+@njit(fastmath=_EXP_FLAGS, inline="always")
+def _expf(t):
+    """exp(t) for one float32 (the method above): 0 below -87.3, inf above 88.7, NaN for NaN."""
+    t = np.float32(t)  # (a no-op; lets the float64 kernels type-check the branch they never take)
+    clamped = min(max(t, _EXP_LOW), _EXP_HIGH)
+    k = np.floor(clamped * _LOG2E + np.float32(0.5))
+    r = clamped - k * _LN2_HI - k * _LN2_LO
+    p = np.float32(1.9875691500e-4)
+    p = p * r + np.float32(1.3981999507e-3)
+    p = p * r + np.float32(8.3334519073e-3)
+    p = p * r + np.float32(4.1665795894e-2)
+    p = p * r + np.float32(1.6666665459e-1)
+    p = p * r + np.float32(5.0000001201e-1)
+    mantissa = p * r * r + r + _ONE32  # exp(r), in [0.7, 1.5)
+    bits = np.float32(mantissa).view(np.int32) + (np.int32(k) << 23)  # times 2**k: add k to the exponent field
+    scaled = np.int32(bits).view(np.float32)
+    if t < _EXP_LOW:
+        return np.float32(0.0)
+    if t > _EXP_HIGH:
+        return _INF32
+    return t if t != t else scaled
 
 
 @njit(fastmath=_EXP_FLAGS, cache=True)
@@ -104,26 +131,7 @@ def _exp_into(src, offset, dst):
             dst[i] = math.exp(src[i] - offset)
         return
     for i in range(src.shape[0]):
-        t = min(max(np.float32(src[i] - offset), _EXP_LOW), _EXP_HIGH)
-        k = np.floor(t * _LOG2E + np.float32(0.5))  # np.floor stays float32 (math.floor is an int)
-        r = t - k * _LN2_HI - k * _LN2_LO
-        p = np.float32(1.9875691500e-4)
-        p = p * r + np.float32(1.3981999507e-3)
-        p = p * r + np.float32(8.3334519073e-3)
-        p = p * r + np.float32(4.1665795894e-2)
-        p = p * r + np.float32(1.6666665459e-1)
-        p = p * r + np.float32(5.0000001201e-1)
-        dst[i] = p * r * r + r + np.float32(1.0)
-    bits = dst.view(np.int32)
-    for i in range(src.shape[0]):  # multiply by 2**k: add k to the exponent field
-        t = min(max(np.float32(src[i] - offset), _EXP_LOW), _EXP_HIGH)
-        bits[i] += np.int32(np.floor(t * _LOG2E + np.float32(0.5))) << 23
-    for i in range(src.shape[0]):
-        t = src[i] - offset
-        if t < _EXP_LOW:
-            dst[i] = 0.0
-        elif t != t:  # NaN in, NaN out (the clamp above would have made it a number)
-            dst[i] = np.nan
+        dst[i] = _expf(src[i] - offset)
 
 
 def exp(x):
@@ -382,7 +390,7 @@ def layer_norm_backward(dy, x, weight, mean, rstd):
 # and math.exp per element (gradient checks need their accuracy; float64 is not the
 # training path).
 #
-# erf in float32 (max error about 1 ulp against scipy's float64 erf; tests/test_erf.py):
+# erf in float32 (within 1.25 ulp of scipy's erf in float64 over all float32; tests/test_erf.py):
 #   |z| < 0.875:  erf(z) = z + z * P(z^2)       (P(0) = 2/sqrt(pi) - 1, so z + z*P is
 #                                                exact where z*P is tiny)
 #   |z| >= 0.875: erf(z) = sign(z) (1 - exp(Q(t))),  t = min(|z|, 4)   (Q(t) ~ log erfc(t))
@@ -401,36 +409,6 @@ _ERF_Q = (  # log erfc(t) on 0.875 <= t <= 4
     np.float32(0.00016361935), np.float32(-1.1294612), np.float32(-0.63345647), np.float32(-0.108158715),
     np.float32(0.025040507), np.float32(-0.004140956), np.float32(0.00042822585), np.float32(-2.055405e-05),
 )
-_ONE32 = np.float32(1.0)
-_HALF32 = np.float32(0.5)
-_INF32 = np.float32(np.inf)
-
-
-# inline="always": Numba pastes these into the loop that calls them; left to LLVM, the
-# inliner gives up on the larger _erff and the loop makes a call per element.
-@njit(fastmath=_EXP_FLAGS, inline="always")
-def _expf(t):
-    """exp(t) for one float32, inlined into vectorised loops: the same method and
-    coefficients as _exp_into. Gives 0 below -87.3, inf above 88.7, NaN for NaN."""
-    t = np.float32(t)  # (a no-op; lets the float64 kernels type-check the branch they never take)
-    clamped = min(max(t, _EXP_LOW), _EXP_HIGH)
-    k = np.floor(clamped * _LOG2E + np.float32(0.5))
-    r = clamped - k * _LN2_HI - k * _LN2_LO
-    p = np.float32(1.9875691500e-4)
-    p = p * r + np.float32(1.3981999507e-3)
-    p = p * r + np.float32(8.3334519073e-3)
-    p = p * r + np.float32(4.1665795894e-2)
-    p = p * r + np.float32(1.6666665459e-1)
-    p = p * r + np.float32(5.0000001201e-1)
-    mantissa = p * r * r + r + _ONE32  # exp(r), in [0.7, 1.5)
-    bits = np.float32(mantissa).view(np.int32) + (np.int32(k) << 23)  # times 2**k: add k to the exponent field
-    scaled = np.int32(bits).view(np.float32)
-    if t < _EXP_LOW:
-        return np.float32(0.0)
-    if t > _EXP_HIGH:
-        return _INF32
-    return t if t != t else scaled
-
 
 @njit(fastmath=_EXP_FLAGS, inline="always")
 def _erff(z):

@@ -78,6 +78,11 @@ def test_float32_erf_at_the_edges():
     assert np.isnan(nb.erf(np.float32([np.nan, -np.nan]))).all()
 
 
+def test_float32_exp_inside_the_kernels_keeps_inf_nan_and_underflow():
+    x = np.float32([88.8, 1e30, np.inf, -87.4, -np.inf, np.nan])
+    np.testing.assert_array_equal(nb.exp(x), np.float32([np.inf, np.inf, np.inf, 0.0, 0.0, np.nan]))
+
+
 def test_float64_erf_is_math_erf():
     x = np.linspace(-6, 6, 10001)
     np.testing.assert_allclose(nb.erf(x), scipy.special.erf(x), rtol=1e-15, atol=1e-16)

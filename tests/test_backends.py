@@ -387,6 +387,7 @@ def test_numba_kernels_run_as_plain_python_with_jit_disabled():
         "mask = rng.random((3, 6)) < 0.3\n"
         "np.testing.assert_allclose(nb.softmax(x, -1, mask), ref.softmax(x, -1, mask), rtol=1e-5, atol=1e-7)\n"
         "np.testing.assert_allclose(nb.gelu(x, 'tanh'), ref.gelu(x, 'tanh'), rtol=1e-5, atol=1e-6)\n"
+        "np.testing.assert_allclose(nb.gelu_backward(x, x), ref.gelu_backward(x, x), rtol=1e-5, atol=1e-6)\n"
         "q = rng.standard_normal((2, 5, 4))\n"
         "np.testing.assert_allclose(nb.attention(q, q, q, None, None, True)[0], ref.attention(q, q, q, None, None, True)[0])\n"
         "print('ok')\n"

@@ -81,7 +81,7 @@ def _no_mask():
 # exp(r) by a degree-7 polynomial (Cephes' expf coefficients), and 2**k added
 # straight into the exponent bits of the result. Its relative error is below
 # 1e-7 (about one float32 ulp) on [-87.3, 88.7]; below -87.3 (where float32
-# has only denormals) it returns 0. tests/test_backends.py bounds this against
+# has only denormals) it returns 0, above 88.7 inf. tests/test_backends.py bounds this against
 # np.exp. float64 keeps math.exp: gradient checks need its accuracy.
 
 _LOG2E = np.float32(1.4426950408889634)
@@ -94,6 +94,33 @@ _EXP_HIGH = np.float32(88.7)
 # Not full fastmath: reassociation would fold t - k*LN2_HI - k*LN2_LO into t - k*ln2 and
 # lose the exactness of the split; infinities must stay (exp(-inf) = 0 for hidden scores).
 _EXP_FLAGS = {"nsz", "arcp", "contract", "afn"}
+_ONE32 = np.float32(1.0)
+_INF32 = np.float32(np.inf)
+
+
+# inline="always" (here and on _erff below): Numba pastes the function into the loop that calls
+# it; left to LLVM, the inliner gives up on the larger _erff and the loop makes a call per element.
+@njit(fastmath=_EXP_FLAGS, inline="always")
+def _expf(t):
+    """exp(t) for one float32 (the method above): 0 below -87.3, inf above 88.7, NaN for NaN."""
+    t = np.float32(t)  # (a no-op; lets the float64 kernels type-check the branch they never take)
+    clamped = min(max(t, _EXP_LOW), _EXP_HIGH)
+    k = np.floor(clamped * _LOG2E + np.float32(0.5))
+    r = clamped - k * _LN2_HI - k * _LN2_LO
+    p = np.float32(1.9875691500e-4)
+    p = p * r + np.float32(1.3981999507e-3)
+    p = p * r + np.float32(8.3334519073e-3)
+    p = p * r + np.float32(4.1665795894e-2)
+    p = p * r + np.float32(1.6666665459e-1)
+    p = p * r + np.float32(5.0000001201e-1)
+    mantissa = p * r * r + r + _ONE32  # exp(r), in [0.7, 1.5)
+    bits = np.float32(mantissa).view(np.int32) + (np.int32(k) << 23)  # times 2**k: add k to the exponent field
+    scaled = np.int32(bits).view(np.float32)
+    if t < _EXP_LOW:
+        return np.float32(0.0)
+    if t > _EXP_HIGH:
+        return _INF32
+    return t if t != t else scaled
 
 
 @njit(fastmath=_EXP_FLAGS, cache=True)
@@ -104,26 +131,7 @@ def _exp_into(src, offset, dst):
             dst[i] = math.exp(src[i] - offset)
         return
     for i in range(src.shape[0]):
-        t = min(max(np.float32(src[i] - offset), _EXP_LOW), _EXP_HIGH)
-        k = np.floor(t * _LOG2E + np.float32(0.5))  # np.floor stays float32 (math.floor is an int)
-        r = t - k * _LN2_HI - k * _LN2_LO
-        p = np.float32(1.9875691500e-4)
-        p = p * r + np.float32(1.3981999507e-3)
-        p = p * r + np.float32(8.3334519073e-3)
-        p = p * r + np.float32(4.1665795894e-2)
-        p = p * r + np.float32(1.6666665459e-1)
-        p = p * r + np.float32(5.0000001201e-1)
-        dst[i] = p * r * r + r + np.float32(1.0)
-    bits = dst.view(np.int32)
-    for i in range(src.shape[0]):  # multiply by 2**k: add k to the exponent field
-        t = min(max(np.float32(src[i] - offset), _EXP_LOW), _EXP_HIGH)
-        bits[i] += np.int32(np.floor(t * _LOG2E + np.float32(0.5))) << 23
-    for i in range(src.shape[0]):
-        t = src[i] - offset
-        if t < _EXP_LOW:
-            dst[i] = 0.0
-        elif t != t:  # NaN in, NaN out (the clamp above would have made it a number)
-            dst[i] = np.nan
+        dst[i] = _expf(src[i] - offset)
 
 
 def exp(x):
@@ -377,102 +385,135 @@ def layer_norm_backward(dy, x, weight, mean, rstd):
 # ----------------------------------------------------------------------------
 # GELU, fused elementwise
 # ----------------------------------------------------------------------------
+# One loop per element does the whole forward (or backward), with erf and exp written
+# as float32 polynomials the compiler inlines and vectorises; float64 calls math.erf
+# and math.exp per element (gradient checks need their accuracy; float64 is not the
+# training path).
+#
+# erf in float32 (within 1.25 ulp of scipy's erf in float64 over all float32; tests/test_erf.py):
+#   |z| < 0.875:  erf(z) = z + z * P(z^2)       (P(0) = 2/sqrt(pi) - 1, so z + z*P is
+#                                                exact where z*P is tiny)
+#   |z| >= 0.875: erf(z) = sign(z) (1 - exp(Q(t))),  t = min(|z|, 4)   (Q(t) ~ log erfc(t))
+# Both branches are computed and one is selected, so the loop has no jumps. At t = 4,
+# exp(Q) = erfc(4) = 1.5e-8 is below half an ulp of 1, so erf is exactly +-1 beyond.
+# P and Q are minimax fits (relative error of erf for P, absolute for Q), rounded to
+# float32 one coefficient at a time with the others refitted; scripts/fit_erf.py makes them.
+
+_ERF_SWITCH = np.float32(0.875)
+_ERF_CLAMP = np.float32(4.0)
+_ERF_P = (  # z + z * P(z^2) on |z| < 0.875
+    np.float32(0.12837917), np.float32(-0.37612572), np.float32(0.11282627),
+    np.float32(-0.026796605), np.float32(0.005038888), np.float32(-0.0006235042),
+)
+_ERF_Q = (  # log erfc(t) on 0.875 <= t <= 4
+    np.float32(0.00016361935), np.float32(-1.1294612), np.float32(-0.63345647), np.float32(-0.108158715),
+    np.float32(0.025040507), np.float32(-0.004140956), np.float32(0.00042822585), np.float32(-2.055405e-05),
+)
+
+@njit(fastmath=_EXP_FLAGS, inline="always")
+def _erff(z):
+    """erf(z) for one float32 (see the table above)."""
+    z = np.float32(z)  # (as in _expf)
+    a = abs(z)
+    s = z * z
+    p = _ERF_P[5]
+    p = p * s + _ERF_P[4]
+    p = p * s + _ERF_P[3]
+    p = p * s + _ERF_P[2]
+    p = p * s + _ERF_P[1]
+    p = p * s + _ERF_P[0]
+    near_zero = z + z * p
+    t = _ERF_CLAMP if a > _ERF_CLAMP else a  # (written so that a NaN stays NaN)
+    q = _ERF_Q[7]
+    q = q * t + _ERF_Q[6]
+    q = q * t + _ERF_Q[5]
+    q = q * t + _ERF_Q[4]
+    q = q * t + _ERF_Q[3]
+    q = q * t + _ERF_Q[2]
+    q = q * t + _ERF_Q[1]
+    q = q * t + _ERF_Q[0]
+    far = _ONE32 - _expf(q)  # 1 - erfc(t)
+    if a < _ERF_SWITCH:
+        return near_zero
+    return far if z > 0 else -far
 
 
-GELU_CHUNK = 4096  # elements per parallel job (and per scratch buffer)
+@njit(parallel=True, cache=True, fastmath=_EXP_FLAGS)
+def _erf_flat(x, y):
+    for i in prange(x.shape[0]):
+        y[i] = _erff(x[i]) if x.itemsize == 4 else math.erf(x[i])
+
+
+def erf(x):
+    """erf over an array with the kernels' erf (for tests and benchmarks)."""
+    flat = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty_like(flat)
+    _erf_flat(flat, out)
+    return out.reshape(np.shape(x))
+
+
+GELU_CHUNK = 4096  # elements per parallel job
 
 # The GELU kernels run without reassociation: it regrouped x * du * s * (1 - s) so that a
 # product of two huge factors overflowed to inf before the tiny ones could cancel it.
 # Constants are passed in as an array of x's dtype (a float64 literal would turn
 # every float32 operation into a float64 one and halve the vector width), and read
 # into locals first (a load inside a loop could alias the output and stop vectorising).
-#   0: sqrt(2/pi)  1: 0.044715  2: 1/sqrt(2)  3: 1/sqrt(2 pi)  4: 0.5  5: 1  6: 2  7: 3  8: 80
+#   0: sqrt(2/pi)  1: 0.044715  2: 1/sqrt(2)  3: 1/sqrt(2 pi)  4: 0.5  5: 1  6: 2  7: 3  8: inf  9: 0
 _GELU_CONSTANTS = (
-    math.sqrt(2 / math.pi), 0.044715, 1 / math.sqrt(2), 1 / math.sqrt(2 * math.pi), 0.5, 1.0, 2.0, 3.0, 80.0,
+    math.sqrt(2 / math.pi), 0.044715, 1 / math.sqrt(2), 1 / math.sqrt(2 * math.pi), 0.5, 1.0, 2.0, 3.0, math.inf, 0.0,
 )
-# Abramowitz & Stegun 7.1.26: p, a1..a5
-_ERF_CONSTANTS = (0.3275911, 0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 
 
-@njit(fastmath=_EXP_FLAGS, cache=True)
-def _erf_into(x, e, c, scratch, out):
-    """out = erf(x): Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7) with the vectorised
-    exp for float32; math.erf for float64."""
-    c5 = c[5]
-    e0, e1, e2, e3, e4, e5 = e[0], e[1], e[2], e[3], e[4], e[5]
-    if x.itemsize != 4:
-        for i in range(x.shape[0]):
-            out[i] = math.erf(x[i])
-        return
-    for i in range(x.shape[0]):
-        scratch[i] = -x[i] * x[i]
-    _exp_into(scratch, 0.0, out)  # exp(-x**2)
-    for i in range(x.shape[0]):
-        t = c5 / (c5 + e0 * math.fabs(x[i]))
-        poly = t * (e1 + t * (e2 + t * (e3 + t * (e4 + t * e5))))
-        out[i] = math.copysign(c5 - poly * out[i], x[i])  # erf is odd
-
-
-@njit(parallel=True, cache=True, fastmath=_EXP_FLAGS)  # no reassociation: see above GELU_CHUNK
-def _gelu_flat(x, tanh_form, c, e, y):
-    c0, c1, c2, c4, c5, c6 = c[0], c[1], c[2], c[4], c[5], c[6]
+@njit(parallel=True, cache=True, fastmath=_EXP_FLAGS)  # no reassociation: see above
+def _gelu_flat(x, tanh_form, c, y):
+    sqrt_2_over_pi, cubic, inv_sqrt2, half, one, two = c[0], c[1], c[2], c[4], c[5], c[6]
+    float32 = x.itemsize == 4
     n = x.shape[0]
     for chunk in prange((n + GELU_CHUNK - 1) // GELU_CHUNK):
-        start, stop = chunk * GELU_CHUNK, min((chunk + 1) * GELU_CHUNK, n)
-        v = x[start:stop]
-        inner, scratch, phi = np.empty_like(v), np.empty_like(v), np.empty_like(v)
-        if tanh_form:
-            # 0.5 x (1 + tanh u) = x / (1 + exp(-2u)): no cancellation in 1 + tanh u when u << 0
-            for i in range(v.shape[0]):
-                inner[i] = -c6 * c0 * (v[i] + c1 * v[i] * v[i] * v[i])  # -2u
-            _exp_into(inner, 0.0, scratch)
-            for i in range(v.shape[0]):
-                y[start + i] = v[i] / (c5 + scratch[i])
-        else:
-            for i in range(v.shape[0]):
-                inner[i] = v[i] * c2
-            _erf_into(inner, e, c, scratch, phi)
-            for i in range(v.shape[0]):
-                y[start + i] = c4 * v[i] * (c5 + phi[i])
+        for i in range(chunk * GELU_CHUNK, min((chunk + 1) * GELU_CHUNK, n)):
+            v = x[i]
+            if tanh_form:
+                # 0.5 x (1 + tanh u) = x / (1 + exp(-2u)): no cancellation in 1 + tanh u when u << 0
+                minus_2u = -two * sqrt_2_over_pi * (v + cubic * v * v * v)
+                e = _expf(minus_2u) if float32 else math.exp(minus_2u)
+                y[i] = v / (one + e)
+            else:
+                z = v * inv_sqrt2
+                y[i] = half * v * (one + (_erff(z) if float32 else math.erf(z)))
 
 
-@njit(parallel=True, cache=True, fastmath=_EXP_FLAGS)  # no reassociation: see above GELU_CHUNK
-def _gelu_backward_flat(x, dy, tanh_form, c, e, dx):
-    c0, c1, c2, c3, c4, c5, c6, c7, c8 = c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]
+@njit(parallel=True, cache=True, fastmath=_EXP_FLAGS)  # no reassociation: see above
+def _gelu_backward_flat(x, dy, tanh_form, c, dx):
+    sqrt_2_over_pi, cubic, inv_sqrt2, inv_sqrt_2pi = c[0], c[1], c[2], c[3]
+    half, one, two, three, inf, zero = c[4], c[5], c[6], c[7], c[8], c[9]
+    float32 = x.itemsize == 4
     n = x.shape[0]
     for chunk in prange((n + GELU_CHUNK - 1) // GELU_CHUNK):
-        start, stop = chunk * GELU_CHUNK, min((chunk + 1) * GELU_CHUNK, n)
-        v = x[start:stop]
-        inner, scratch, phi = np.empty_like(v), np.empty_like(v), np.empty_like(v)
-        if tanh_form:
-            # with s = sigmoid(2u) = 1 / (1 + exp(-2u)): d/dx [x s] = s + 2 x s (1 - s) du/dx,
-            # and 1 - s = exp(-2u) / (1 + exp(-2u)), again without cancellation
-            for i in range(v.shape[0]):
-                # -2u, capped at 80: beyond it sigmoid(2u) < 2e-35 is 0 to float32 anyway, and
-                # exp(80) keeps 1 + exp(-2u) and the products below far from overflow
-                inner[i] = min(-c6 * c0 * (v[i] + c1 * v[i] * v[i] * v[i]), c8)
-            _exp_into(inner, 0.0, phi)
-            for i in range(v.shape[0]):
-                sig = c5 / (c5 + phi[i])
-                one_minus_sig = phi[i] / (c5 + phi[i])  # (no product with phi: it may be ~1e38)
-                du = c0 * (c5 + c7 * c1 * v[i] * v[i])
-                dx[start + i] = dy[start + i] * (sig + c6 * v[i] * sig * one_minus_sig * du)
-        else:
-            for i in range(v.shape[0]):
-                inner[i] = v[i] * c2
-            _erf_into(inner, e, c, scratch, phi)
-            for i in range(v.shape[0]):
-                scratch[i] = -c4 * v[i] * v[i]
-            _exp_into(scratch, 0.0, inner)  # exp(-x**2 / 2)
-            for i in range(v.shape[0]):
-                dx[start + i] = dy[start + i] * (c4 * (c5 + phi[i]) + v[i] * inner[i] * c3)
+        for i in range(chunk * GELU_CHUNK, min((chunk + 1) * GELU_CHUNK, n)):
+            v = x[i]
+            if tanh_form:
+                # with s = sigmoid(2u) = 1 / (1 + e), e = exp(-2u): d/dx [x s] = s + 2 x s' du/dx,
+                # s' = s (1 - s) = s (e s): no cancellation in 1 - s; where e overflows to inf,
+                # s = 0 and s' = 0 (not inf * 0)
+                minus_2u = -two * sqrt_2_over_pi * (v + cubic * v * v * v)
+                e = _expf(minus_2u) if float32 else math.exp(minus_2u)
+                s = one / (one + e)
+                s_prime = s * (e * s) if e < inf else zero
+                du = sqrt_2_over_pi * (one + three * cubic * v * v)
+                dx[i] = dy[i] * (s + two * v * s_prime * du)
+            else:
+                z = v * inv_sqrt2
+                cdf = half * (one + (_erff(z) if float32 else math.erf(z)))
+                minus_half_x2 = -half * v * v
+                pdf = (_expf(minus_half_x2) if float32 else math.exp(minus_half_x2)) * inv_sqrt_2pi
+                dx[i] = dy[i] * (cdf + v * pdf)
 
 
 def gelu(x, approximate="none"):
     flat = np.ascontiguousarray(x).reshape(-1)
     y = np.empty_like(flat)
-    constants = np.array(_GELU_CONSTANTS, dtype=x.dtype), np.array(_ERF_CONSTANTS, dtype=x.dtype)
-    _gelu_flat(flat, approximate == "tanh", *constants, y)
+    _gelu_flat(flat, approximate == "tanh", np.array(_GELU_CONSTANTS, dtype=x.dtype), y)
     return y.reshape(x.shape)
 
 
@@ -480,8 +521,7 @@ def gelu_backward(x, dy, approximate="none"):
     flat = np.ascontiguousarray(x).reshape(-1)
     dy_flat = np.ascontiguousarray(dy, dtype=x.dtype).reshape(-1)
     dx = np.empty_like(flat)
-    constants = np.array(_GELU_CONSTANTS, dtype=x.dtype), np.array(_ERF_CONSTANTS, dtype=x.dtype)
-    _gelu_backward_flat(flat, dy_flat, approximate == "tanh", *constants, dx)
+    _gelu_backward_flat(flat, dy_flat, approximate == "tanh", np.array(_GELU_CONSTANTS, dtype=x.dtype), dx)
     return dx.reshape(x.shape)
 
 

@@ -85,7 +85,7 @@ def _record_site(frame):
     frames, module_calls = [], []
     while frame is not None:
         code = frame.f_code
-        place = _place(code.co_filename)
+        place = _places.get(code.co_filename) or _place(code.co_filename)
         if place is _ENGINE:
             if code is _MODULE_CALL:
                 module_calls.append(frame)
@@ -97,9 +97,16 @@ def _record_site(frame):
     if not module_calls:
         return tuple(frames), None, None
     model = module_calls[-1].f_locals["self"]
-    _remember_root_name(model, frame)
+    model_ref = _ref(model)  # (the one plain weak reference to model, made once and shared)
+    if model_ref is not _last_named[0]:  # every op of a forward pass has the same model
+        _remember_root_name(model, frame)
+        _last_named[0] = model_ref
     part = module_calls[-2].f_locals["self"] if len(module_calls) > 1 else None
-    return tuple(frames), weakref.ref(model), part and weakref.ref(part)
+    return tuple(frames), model_ref, part and _ref(part)
+
+
+_ref = weakref.ref
+_last_named = [None]  # weak reference to the model _remember_root_name saw last
 
 
 def _line(code, offset):

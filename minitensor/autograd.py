@@ -160,7 +160,8 @@ def set_observer(observer):
 
 
 class Version(NamedTuple):
-    """What a node remembers of one input (or its output): which array, and its version then.
+    """What a node remembers of an input (or its output) whose array forward saved: which
+    one, and its version then.
 
     Every Tensor holds a version counter that each in-place change bumps. The counter is a
     one-element list, not an int, so that tensors sharing memory (a view and its base, a
@@ -168,9 +169,21 @@ class Version(NamedTuple):
     every node that recorded any of them.
     """
 
-    data_id: int  # id() of the array, to match it against the arrays the node saved
+    position: int  # which input (0, 1, ...), or None for the output
+    data_id: int  # id() of the array, to find it among the arrays the node saved
     counter: list  # the tensor's version counter (shared by all aliases of its memory)
     seen: int  # counter[0] when the node was made
+
+
+_tuple_new = tuple.__new__  # builds a Version without NamedTuple's Python-level __new__ (see _record)
+
+
+def _holds(arrays, array):
+    """Whether array is one of arrays, by identity (== on arrays compares elementwise)."""
+    for candidate in arrays:
+        if candidate is array:
+            return True
+    return False
 
 
 class Context:
@@ -190,8 +203,7 @@ class Context:
     _hooks = ()  # per-node list, created on first register_hook
     _retained = None  # weak reference to a non-leaf tensor that called retain_grad()
     _saved = None  # None until forward calls save_for_backward
-    _input_versions = ()  # a Version per input, and one for the output, when the node saved arrays
-    _output_version = None
+    _versions = ()  # a Version for each input (and the output) whose array forward saved
     _freed = False
     site = None  # recorded by the observer (see above); the engine only carries it
     label = None  # the name you gave the tensor this node made (t.name = "scores")
@@ -226,19 +238,17 @@ class Context:
                 f"{self.name}.backward reads ctx.saved_tensors, but {self.name}.forward never "
                 f"called ctx.save_for_backward(...): save there the arrays backward needs."
             )
-        # Each input and the output was recorded with its version when the node was made.
-        # If one of them has changed in place since, and its array is one we saved, our
-        # saved values are no longer the ones forward used: refuse, as PyTorch does.
-        for position, record in enumerate(self._input_versions):
+        # Each input (and the output) whose array we saved was recorded with its version when
+        # the node was made. If one of them has changed in place since, our saved values are
+        # no longer the ones forward used: refuse, as PyTorch does.
+        for record in self._versions:
             if record.counter[0] != record.seen:
-                self._check_unchanged(record, f"input {position}")
-        record = self._output_version
-        if record is not None and record.counter[0] != record.seen:
-            self._check_unchanged(record, "output")
+                self._refuse_changed(record)
         return self._saved
 
-    def _check_unchanged(self, record, role):
-        """Raise if the changed tensor's array is one this node saved."""
+    def _refuse_changed(self, record):
+        """Raise the error that names the saved array an in-place change overwrote."""
+        role = "output" if record.position is None else f"input {record.position}"
         for array in self._saved:
             if id(array) == record.data_id:
                 raise RuntimeError(
@@ -267,10 +277,19 @@ class Context:
             dtypes.append(data.dtype)
         self.edges, self.input_shapes, self.input_dtypes = edges, shapes, dtypes
         self.output_shape = output.data.shape
-        if self._saved:  # only a node that saved arrays can be misled by an in-place change
-            self._input_versions = [Version(id(t.data), t._version_counter, t._version_counter[0]) for t in inputs]
-            counter = output._version_counter  # (a view's output shares its input's counter)
-            self._output_version = Version(id(output.data), counter, counter[0])
+        saved = self._saved
+        if saved:  # only an array forward saved can be changed under a node's feet
+            versions = []
+            for position, t in enumerate(inputs):
+                if _holds(saved, t.data):
+                    counter = t._version_counter
+                    versions.append(_tuple_new(Version, (position, id(t.data), counter, counter[0])))
+            if _holds(saved, output.data):  # Exp, Tanh, ... save their output
+                counter = output._version_counter  # (a view's output shares its input's counter)
+                versions.append(_tuple_new(Version, (None, id(output.data), counter, counter[0])))
+            # (tuple.__new__ rather than Version(...): that runs a Python-level __new__, and
+            # _record runs for every op, so it showed in the per-op overhead benchmark)
+            self._versions = versions
 
 
 def _check_broadcast(op, shapes):
@@ -333,8 +352,9 @@ class Function:
         """Run forward on the inputs' arrays; record a node when a gradient is wanted."""
         Tensor = _Tensor or _import_tensor_class()
         arrays, wants_grad = [], []
-        for position, t in enumerate(inputs):
+        for t in inputs:
             if not isinstance(t, Tensor):
+                position = next(i for i, x in enumerate(inputs) if x is t)
                 raise TypeError(
                     f"{cls.__name__}.apply: argument {position} is a {type(t).__name__}, not a "
                     f"Tensor. Wrap arrays with mt.tensor(...); pass options such as axis= as keywords."

@@ -49,6 +49,28 @@ _tools = []  # the active tools, innermost last
 # number or source looked up until shown (created_at): every node records one, few are looked at.
 
 
+# Which part of the code a file belongs to, by filename: minitensor's engine and tensor code (to
+# step out of), models/ (kept, with the line of yours that led there), or yours. A dict lookup
+# per frame: the site is recorded for every op, and two startswith calls a frame showed in the
+# per-op overhead benchmark. (A code object's filename string is shared by all its functions,
+# and its hash is cached, so the lookup costs about as much as one attribute access.)
+_ENGINE, _MODELS_CODE, _YOURS = "minitensor", "models", "yours"
+_places = {}  # filename -> _ENGINE, _MODELS_CODE or _YOURS
+
+
+def _place(filename):
+    place = _places.get(filename)
+    if place is None:
+        if filename.startswith(_PACKAGE):
+            place = _ENGINE
+        elif filename.startswith(_MODELS):
+            place = _MODELS_CODE
+        else:
+            place = _YOURS
+        _places[filename] = place
+    return place
+
+
 def _unpack(site):
     """(frames, model, part) of either form of site."""
     if len(site) == 2:
@@ -63,21 +85,28 @@ def _record_site(frame):
     frames, module_calls = [], []
     while frame is not None:
         code = frame.f_code
-        filename = code.co_filename
-        if filename.startswith(_PACKAGE):
+        place = _places.get(code.co_filename) or _place(code.co_filename)
+        if place is _ENGINE:
             if code is _MODULE_CALL:
                 module_calls.append(frame)
         else:
             frames.append((code, frame.f_lasti))
-            if not filename.startswith(_MODELS) and code.co_name != "forward":
+            if place is _YOURS and code.co_name != "forward":
                 break  # your code (a forward method of yours goes on to the Module that called it)
         frame = frame.f_back
     if not module_calls:
         return tuple(frames), None, None
     model = module_calls[-1].f_locals["self"]
-    _remember_root_name(model, frame)
+    model_ref = _ref(model)  # (the one plain weak reference to model, made once and shared)
+    if model_ref is not _last_named[0]:  # every op of a forward pass has the same model
+        _remember_root_name(model, frame)
+        _last_named[0] = model_ref
     part = module_calls[-2].f_locals["self"] if len(module_calls) > 1 else None
-    return tuple(frames), weakref.ref(model), part and weakref.ref(part)
+    return tuple(frames), model_ref, part and _ref(part)
+
+
+_ref = weakref.ref
+_last_named = [None]  # weak reference to the model _remember_root_name saw last
 
 
 def _line(code, offset):
@@ -212,15 +241,17 @@ class _Observer:
         if True in ctx.needs_input_grad and autograd._grad_enabled:  # a node will be recorded
             frame = _getframe(2)  # 0 here, 1 Function.apply, 2 its caller
             code = frame.f_code
+            place = _places.get(code.co_filename) or _place(code.co_filename)  # (inlined: every op)
             # Step out of Tensor methods and F wrappers (x.sigmoid() is two frames deep) to their
             # caller, here rather than in _record_site: the common case then costs no frame walk.
-            while code.co_filename.startswith(_PACKAGE) and code is not _MODULE_CALL and frame.f_back is not None:
+            while place is _ENGINE and code is not _MODULE_CALL and frame.f_back is not None:
                 frame = frame.f_back
                 code = frame.f_code
-            if code.co_filename.startswith(_LIBRARY) or code.co_name == "forward":
+                place = _places.get(code.co_filename) or _place(code.co_filename)
+            if place is _YOURS and code.co_name != "forward":
+                ctx.site = (code, frame.f_lasti)  # your code called the op: the common case
+            else:
                 ctx.site = _record_site(frame)
-            else:  # your code called the op (or the Tensor method that did): the common case
-                ctx.site = (code, frame.f_lasti)
         if _tools:
             for tool in list(_tools):
                 tool.after_forward(function, ctx, arrays, options, output)

@@ -124,10 +124,11 @@ class Tensor:
         self._version_counter = [0]
         self._view = None  # a _View when this tensor is a view of another's memory
 
-    @classmethod
-    def _from_op(cls, array, grad_fn):
-        """A Tensor around an op's output array; the fast path Function.apply takes."""
-        tensor = object.__new__(cls)
+    @staticmethod
+    def _from_op(array, grad_fn):
+        """A Tensor around an op's output array; the fast path Function.apply takes. (A static
+        method: a classmethod builds a bound method on every call, and this runs for every op.)"""
+        tensor = object.__new__(Tensor)
         tensor.data = array
         tensor.grad = None
         tensor._requires_grad = grad_fn is not None

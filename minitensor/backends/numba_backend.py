@@ -55,6 +55,7 @@ name = "numba"
 
 QUERY_BLOCK = 64  # queries handled together in attention (one BLAS call per key tile)
 KEY_TILE = 128  # keys per tile
+SHORT_KEYS = 512  # up to this many keys, attention holds every score of a head at once (no tiles)
 
 
 def _rows(x, axis):
@@ -118,12 +119,10 @@ def _exp_into(src, offset, dst):
     for i in range(src.shape[0]):  # multiply by 2**k: add k to the exponent field
         t = min(max(np.float32(src[i] - offset), _EXP_LOW), _EXP_HIGH)
         bits[i] += np.int32(np.floor(t * _LOG2E + np.float32(0.5))) << 23
-    for i in range(src.shape[0]):
+    for i in range(src.shape[0]):  # selects, not branches: this loop vectorises too
         t = src[i] - offset
-        if t < _EXP_LOW:
-            dst[i] = 0.0
-        elif t != t:  # NaN in, NaN out (the clamp above would have made it a number)
-            dst[i] = np.nan
+        value = np.float32(0.0) if t < _EXP_LOW else dst[i]
+        dst[i] = t if t != t else value  # NaN in, NaN out (the clamp above made it a number)
 
 
 def exp(x):
@@ -520,7 +519,96 @@ def _mask_tile(scores, bh, i0, j0, hidden, bias, causal, causal_offset, scale):
             scores[a, b] = s
 
 
+@njit(cache=True, fastmath=_ROW_FLAGS)
+def _exp_block(scores, row_max, weights):
+    """weights = exp(scores - row_max[a]) over a C-contiguous (rows, keys) block, row a at a time.
+    The scores are overwritten (with scores - row_max); a row whose max is -inf (nothing visible)
+    gets zeros. One exp over the whole block: short rows would spend more in loop tails than in exp."""
+    for a in range(scores.shape[0]):
+        m = row_max[a]
+        if m == -np.inf:
+            scores[a, :] = -np.inf
+            continue
+        for b in range(scores.shape[1]):
+            scores[a, b] -= m
+    _exp_into(scores.reshape(-1), scores.dtype.type(0), weights.reshape(-1))
+
+
+@njit(cache=True, fastmath=_ROW_FLAGS)
+def _visible_row_max(scores, row_max):
+    """row_max[a] = the largest of row a of masked scores (-inf where hidden); NaN if the row
+    holds a NaN, as NumPy's max gives."""
+    for a in range(scores.shape[0]):
+        m = -np.inf
+        for b in range(scores.shape[1]):
+            m = max(m, scores[a, b])  # passes over NaN, and so vectorises
+        row_max[a] = m
+        if m == -np.inf:  # every score hidden, or NaN: look again (rare, so slow is fine)
+            for b in range(scores.shape[1]):
+                if scores[a, b] != scores[a, b]:
+                    row_max[a] = scores[a, b]
+
+
 # BEGIN SOLUTION tiled_attention
+@njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)
+def _short_attention_forward(q, k, v, hidden, bias, causal, causal_offset, scale, out, row_max, row_sum):
+    """out = softmax(q k^T * scale + bias, hidden) v with every score of one (batch*head) at once
+    (a few hundred keys: the (Tq, Tk) block stays in cache), one (batch*head) per job."""
+    heads, queries, _ = q.shape
+    keys = k.shape[1]
+    for job in prange(heads):
+        bh = np.int64(job)  # (the parfor index alone is typed as a float inside _mask_tile)
+        scores = np.dot(q[bh], k[bh].T)  # (Tq, Tk), BLAS
+        _mask_tile(scores, bh, 0, 0, hidden, bias, causal, causal_offset, scale)
+        _visible_row_max(scores, row_max[bh])
+        weights = np.empty((queries, keys), dtype=q.dtype)
+        _exp_block(scores, row_max[bh], weights)  # exp(s - m), not yet divided by l
+        for a in range(queries):
+            total = 0.0
+            for b in range(keys):
+                total += weights[a, b]
+            row_sum[bh, a] = total
+            if total != total and row_max[bh, a] != np.inf:  # a NaN score: the row's max is NaN
+                row_max[bh, a] = total
+        np.dot(weights, v[bh], out[bh])  # (Tq, dv), BLAS
+        for a in range(queries):
+            # a fully masked row (l = 0) outputs zero (the policy); "!= 0" lets a NaN through
+            inverse = 1.0 / row_sum[bh, a] if row_sum[bh, a] != 0 else 0.0
+            for c in range(out.shape[2]):
+                out[bh, a, c] *= inverse
+
+
+@njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)
+def _short_attention_backward(q, k, v, out, row_max, row_sum, dout, hidden, bias, causal, causal_offset, scale,
+                              dq, dk, dv):
+    """_attention_backward below with one tile holding every key, and 1 / l folded into the
+    small factors: with W = exp(S - m) and P = W / l,
+    dV = W^T (dO / l), dS = W * (dO V^T - D) / l, dQ = scale dS K, dK = scale dS^T Q."""
+    heads, queries, _ = q.shape
+    keys = k.shape[1]
+    for job in prange(heads):
+        bh = np.int64(job)
+        scores = np.dot(q[bh], k[bh].T)
+        _mask_tile(scores, bh, 0, 0, hidden, bias, causal, causal_offset, scale)
+        inverse = np.empty(queries, dtype=q.dtype)  # 1 / l, and 0 for a fully masked row (no gradient)
+        for a in range(queries):
+            inverse[a] = 1.0 / row_sum[bh, a] if row_sum[bh, a] != 0 else 0.0
+        weights = np.empty((queries, keys), dtype=q.dtype)
+        _exp_block(scores, row_max[bh], weights)
+        dout_over_l = dout[bh] * inverse.reshape(-1, 1)
+        np.dot(weights.T, dout_over_l, dv[bh])
+        dS = np.dot(dout[bh], v[bh].T)  # dP, then dS in place
+        for a in range(queries):
+            D = 0.0
+            for c in range(out.shape[2]):
+                D += dout[bh, a, c] * out[bh, a, c]
+            factor = inverse[a] * scale
+            for b in range(keys):
+                dS[a, b] = weights[a, b] * (dS[a, b] - D) * factor
+        np.dot(dS, k[bh], dq[bh])
+        np.dot(dS.T, q[bh], dk[bh])
+
+
 @njit(parallel=True, cache=True)
 def _attention_forward(q, k, v, hidden, bias, causal, causal_offset, scale, out, row_max, row_sum):
     """out = softmax(q k^T * scale + bias, hidden) v per (batch*head), one query block per job."""
@@ -642,6 +730,11 @@ def _heads(q, k, v, mask):
     return batch, q3, k3, v3, hidden, bias
 
 
+def _is_short(q3, k3, v3):
+    """Few enough keys for the short path: every score of a (batch*head) at once, in cache."""
+    return 0 < k3.shape[1] <= SHORT_KEYS and q3.shape[2] > 0 and v3.shape[2] > 0
+
+
 # BEGIN SOLUTION tiled_attention
 def attention(q, k, v, mask=None, scale=None, is_causal=False):
     """Returns (out, (row_max, row_sum)), as the reference does."""
@@ -651,7 +744,8 @@ def attention(q, k, v, mask=None, scale=None, is_causal=False):
     row_max = np.empty(q3.shape[:2], dtype=q.dtype)
     row_sum = np.empty(q3.shape[:2], dtype=q.dtype)
     causal_offset = k.shape[-2] - q.shape[-2]
-    _attention_forward(q3, k3, v3, hidden, bias, bool(is_causal), causal_offset, scale, out, row_max, row_sum)
+    kernel = _short_attention_forward if _is_short(q3, k3, v3) else _attention_forward
+    kernel(q3, k3, v3, hidden, bias, bool(is_causal), causal_offset, scale, out, row_max, row_sum)
     stats_shape = batch + (q.shape[-2],)
     return out.reshape(batch + out.shape[1:]), (row_max.reshape(stats_shape), row_sum.reshape(stats_shape))
 
@@ -664,7 +758,8 @@ def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None,
     dout3 = np.ascontiguousarray(dout, dtype=q.dtype).reshape(out3.shape)
     dq, dk, dv = np.empty_like(q3), np.zeros_like(k3), np.zeros_like(v3)
     causal_offset = k.shape[-2] - q.shape[-2]
-    _attention_backward(
+    kernel = _short_attention_backward if _is_short(q3, k3, v3) else _attention_backward
+    kernel(
         q3, k3, v3, out3, row_max, row_sum, dout3, hidden, bias, bool(is_causal), causal_offset, scale, dq, dk, dv
     )
     return (dq.reshape(batch + dq.shape[1:]), dk.reshape(batch + dk.shape[1:]), dv.reshape(batch + dv.shape[1:]))

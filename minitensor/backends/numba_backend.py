@@ -165,24 +165,35 @@ def matmul(a, b):
 @njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)
 def _softmax_rows(x, hidden, y):
     """y[r] = softmax(x[r]) over the entries not hidden; a fully hidden row is all zeros.
-    Row r of x uses row r % len(hidden) of the mask (a mask shared by leading axes repeats)."""
+    Row r of x uses row r % len(hidden) of the mask (a mask shared by leading axes repeats).
+    The loops use selects, not branches, so that they vectorise; a NaN is passed over by the
+    max but not by exp, so a visible NaN still makes its whole row NaN (as in NumPy)."""
     use_mask = hidden.shape[0] > 0
     for r in prange(x.shape[0]):
         m = r % hidden.shape[0] if use_mask else 0
         row_max = -np.inf
-        for c in range(x.shape[1]):
-            # a visible NaN becomes the max, and so every weight of its row is NaN (as in NumPy)
-            if not (use_mask and hidden[m, c]) and (x[r, c] > row_max or x[r, c] != x[r, c]):
-                row_max = x[r, c]
-        if row_max == -np.inf:  # nothing visible: the policy is zeros, not 0 / 0
+        if use_mask:
+            for c in range(x.shape[1]):
+                row_max = max(row_max, -np.inf if hidden[m, c] else x[r, c])
+        else:
+            for c in range(x.shape[1]):
+                row_max = max(row_max, x[r, c])
+        if row_max == -np.inf:  # nothing visible (the policy: zeros, not 0 / 0), or only NaN
             y[r, :] = 0.0
+            for c in range(x.shape[1]):
+                if x[r, c] != x[r, c] and not (use_mask and hidden[m, c]):
+                    y[r, :] = np.nan
             continue
         _exp_into(x[r], row_max, y[r])
         total = 0.0
-        for c in range(x.shape[1]):
-            if use_mask and hidden[m, c]:
-                y[r, c] = 0.0
-            total += y[r, c]
+        if use_mask:
+            h = hidden[m]
+            for c in range(x.shape[1]):
+                y[r, c] = 0.0 if h[c] else y[r, c]
+                total += y[r, c]
+        else:
+            for c in range(x.shape[1]):
+                total += y[r, c]
         inverse = 1.0 / total
         for c in range(x.shape[1]):
             y[r, c] *= inverse
@@ -207,8 +218,7 @@ def _log_softmax_rows(x, y):
     for r in prange(x.shape[0]):
         row_max = -np.inf
         for c in range(x.shape[1]):
-            if x[r, c] > row_max or x[r, c] != x[r, c]:  # a NaN makes the row NaN
-                row_max = x[r, c]
+            row_max = max(row_max, x[r, c])  # passes over NaN (and vectorises); exp then does not
         _exp_into(x[r], row_max, y[r])  # y as scratch for the exps
         total = 0.0
         for c in range(x.shape[1]):

@@ -285,6 +285,27 @@ def test_numba_attention_backward_takes_either_paths_forward(case):
             np.testing.assert_allclose(actual, wanted, **close)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("short", [0, 10**9])  # the numba backend's tiled kernels, its short path
+@pytest.mark.parametrize("tq, tk", [(300, 5), (140, 12), (200, 199)])
+def test_numba_causal_attention_where_whole_blocks_of_queries_see_no_key(dtype, short, tq, tk):
+    """Causal with Tq > Tk: the first Tq - Tk queries see nothing (zero output, no gradient),
+    which for (300, 5) is more than a whole block of queries on either path."""
+    nb = _load_or_skip("numba")
+    rng = np.random.default_rng(tq)
+    q = rng.standard_normal((2, tq, 8)).astype(dtype)
+    k, v = (rng.standard_normal((2, tk, 8)).astype(dtype) for _ in range(2))
+    dout = rng.standard_normal((2, tq, 8)).astype(dtype)
+    out, stats = reference.attention(q, k, v, None, None, True)
+    expected = reference.attention_backward(q, k, v, out, stats, dout, None, None, True)
+    with short_keys(nb, short):
+        got_out, got_stats = nb.attention(q, k, v, None, None, True)
+        got = nb.attention_backward(q, k, v, got_out, got_stats, dout, None, None, True)
+    close = dict(rtol=2e-4, atol=2e-4) if dtype == np.float32 else TOLERANCE[dtype]
+    for actual, wanted in zip((got_out, *got_stats, *got), (out, *stats, *expected)):
+        np.testing.assert_allclose(actual, wanted, **close)
+
+
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # NumPy says so when NaN appears
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("keys", [0, 10**9])  # the numba backend's tiled kernels, its short path

@@ -552,8 +552,9 @@ def _exp_block(scores, row_max, weights):
 
 @njit(cache=True, fastmath=_ROW_FLAGS)
 def _visible_row_max(scores, row_max):
-    """row_max[a] = the largest of row a of masked scores (-inf where hidden); NaN if the row
-    holds a NaN, as NumPy's max gives."""
+    """row_max[a] = the largest score of row a (-inf where hidden), passing over NaN (a NaN
+    beside numbers makes the row's sum NaN, which the caller looks for); NaN if nothing but
+    NaN is visible."""
     for a in range(scores.shape[0]):
         m = -np.inf
         for b in range(scores.shape[1]):
@@ -570,8 +571,8 @@ def _visible_row_max(scores, row_max):
 def _short_attention_forward(q, k, v, hidden, bias, causal, causal_offset, scale, query_block,
                              out, row_max, row_sum):
     """out = softmax(q k^T * scale + bias, hidden) v, a block of queries against every key it
-    may see at once (a few hundred keys: the block of scores stays in cache), one block per job.
-    Causal, a block stops at its last query's last visible key."""
+    may see at once (up to SHORT_KEYS keys), one block per job. Causal, a block stops at its
+    last query's last visible key."""
     heads, queries, _ = q.shape
     blocks = (queries + query_block - 1) // query_block
     for job in prange(heads * blocks):

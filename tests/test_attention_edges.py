@@ -154,10 +154,10 @@ def test_a_boolean_mask_removes_what_it_hides_and_nothing_else(backend):
     """The documented policy, kept: a hidden NaN is gone, a fully hidden row is zeros; but a
     visible NaN, even the only visible entry of its row, makes its row NaN."""
     x = np.random.default_rng(2).standard_normal((4, 4))
-    x[0, 1] = x[3, 2] = np.nan
+    x[0, 1] = x[2, 3] = x[3, 2] = np.nan
     mask = np.zeros((4, 4), dtype=bool)
     mask[0, 1] = True  # hides row 0's NaN
-    mask[2] = True  # hides all of row 2
+    mask[2] = True  # hides all of row 2, its NaN too
     mask[3] = [True, True, False, True]  # leaves row 3 only its NaN
     y = mt.tensor(x).softmax(axis=-1, mask=mask).data
     np.testing.assert_allclose(y[:2].sum(axis=-1), 1)

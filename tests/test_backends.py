@@ -5,6 +5,8 @@ logits; and the reference itself against compositions of primitive ops.
 The same suite runs for each backend; CuPy's cases skip with the reason where
 there is no CuPy or no GPU, and run unchanged where there is."""
 
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -216,9 +218,30 @@ def attention_case(draw):
     return dtype, q, k, v, mask, is_causal
 
 
-@given(case=attention_case())
-def test_attention_matches_reference(backend, case):
+@contextlib.contextmanager
+def short_keys(backend, keys):
+    """The numba backend's threshold between its short-sequence attention path (every score of a
+    head at once) and its tiled kernels, set to `keys` for a while (None: as it is)."""
+    if keys is None or not hasattr(backend, "SHORT_KEYS"):
+        yield
+        return
+    saved, backend.SHORT_KEYS = backend.SHORT_KEYS, keys
+    try:
+        yield
+    finally:
+        backend.SHORT_KEYS = saved
+
+
+@given(case=attention_case(), threshold=st.sampled_from([None, -1, 0]))
+def test_attention_matches_reference(backend, case, threshold):
+    """threshold: the short path's limit as it is, or just below the key count (the tiled
+    kernels run), or at it (the short path runs)."""
     dtype, q, k, v, mask, is_causal = case
+    with short_keys(backend, None if threshold is None else k.shape[-2] + threshold):
+        _attention_matches_reference(backend, dtype, q, k, v, mask, is_causal)
+
+
+def _attention_matches_reference(backend, dtype, q, k, v, mask, is_causal):
     out, stats = reference.attention(q, k, v, mask, None, is_causal)
     got_out, got_stats = backend.attention(*(to_backend(backend, a) for a in (q, k, v, mask)), None, is_causal)
     # An output is a weighted mean of values: in float32 it is exact to a few ulps of
@@ -240,6 +263,69 @@ def test_attention_matches_reference(backend, case):
         actual = to_numpy(actual)
         assert not np.isnan(actual).any()
         np.testing.assert_allclose(actual, wanted, **loose)
+
+
+@given(case=attention_case())
+def test_numba_attention_backward_takes_either_paths_forward(case):
+    """Both numba paths save the same (row max, row sum): a backward on one path after a
+    forward on the other gives the reference's gradients."""
+    nb = _load_or_skip("numba")
+    dtype, q, k, v, mask, is_causal = case
+    dout = np.random.default_rng(2).standard_normal(q.shape[:-1] + v.shape[-1:]).astype(dtype)
+    out, stats = reference.attention(q, k, v, mask, None, is_causal)
+    expected = reference.attention_backward(q, k, v, out, stats, dout, mask, None, is_causal)
+    scale = max(1.0, float(max(np.abs(a).max() for a in (q, k, v)))) ** 2
+    close = dict(rtol=2e-3, atol=2e-4 * scale) if dtype == np.float32 else TOLERANCE[dtype]
+    for forward_keys, backward_keys in ((0, 10**9), (10**9, 0)):  # tiled then short; short then tiled
+        with short_keys(nb, forward_keys):
+            got_out, got_stats = nb.attention(q, k, v, mask, None, is_causal)
+        with short_keys(nb, backward_keys):
+            got = nb.attention_backward(q, k, v, got_out, got_stats, dout, mask, None, is_causal)
+        for actual, wanted in zip(got, expected):
+            np.testing.assert_allclose(actual, wanted, **close)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("short", [0, 10**9])  # the numba backend's tiled kernels, its short path
+@pytest.mark.parametrize("tq, tk", [(300, 5), (140, 12), (200, 199)])
+def test_numba_causal_attention_where_whole_blocks_of_queries_see_no_key(dtype, short, tq, tk):
+    """Causal with Tq > Tk: the first Tq - Tk queries see nothing (zero output, no gradient),
+    which for (300, 5) is more than a whole block of queries on either path."""
+    nb = _load_or_skip("numba")
+    rng = np.random.default_rng(tq)
+    q = rng.standard_normal((2, tq, 8)).astype(dtype)
+    k, v = (rng.standard_normal((2, tk, 8)).astype(dtype) for _ in range(2))
+    dout = rng.standard_normal((2, tq, 8)).astype(dtype)
+    out, stats = reference.attention(q, k, v, None, None, True)
+    expected = reference.attention_backward(q, k, v, out, stats, dout, None, None, True)
+    with short_keys(nb, short):
+        got_out, got_stats = nb.attention(q, k, v, None, None, True)
+        got = nb.attention_backward(q, k, v, got_out, got_stats, dout, None, None, True)
+    close = dict(rtol=2e-4, atol=2e-4) if dtype == np.float32 else TOLERANCE[dtype]
+    for actual, wanted in zip((got_out, *got_stats, *got), (out, *stats, *expected)):
+        np.testing.assert_allclose(actual, wanted, **close)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # NumPy says so when NaN appears
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("keys", [0, 10**9])  # the numba backend's tiled kernels, its short path
+def test_numba_attention_saves_the_references_statistics_for_nan_and_hidden_rows(dtype, keys):
+    """Row max and row sum where a query sees a NaN (NaN, NaN), only NaN (NaN, NaN), an
+    infinite score, or nothing at all (-inf, 0): what backward reads must mean the same."""
+    nb = _load_or_skip("numba")
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 6, 3)).astype(dtype) for _ in range(3))
+    mask = rng.standard_normal((6, 6)).astype(dtype)
+    mask[1, 2] = np.nan  # one NaN score
+    mask[2, :] = np.nan  # nothing but NaN
+    mask[3, 4] = np.inf
+    mask[4, :] = -np.inf  # nothing visible
+    expected = reference.attention(q, k, v, mask, None, False)[1]
+    with short_keys(nb, keys):
+        got = nb.attention(q, k, v, mask, None, False)[1]
+    for got_part, part in zip(got, expected):
+        np.testing.assert_array_equal(np.isnan(got_part), np.isnan(part))
+        np.testing.assert_allclose(got_part, part, **TOLERANCE[dtype])
 
 
 @given(case=attention_case())
@@ -390,6 +476,11 @@ def test_numba_kernels_run_as_plain_python_with_jit_disabled():
         "np.testing.assert_allclose(nb.gelu_backward(x, x), ref.gelu_backward(x, x), rtol=1e-5, atol=1e-6)\n"
         "q = rng.standard_normal((2, 5, 4))\n"
         "np.testing.assert_allclose(nb.attention(q, q, q, None, None, True)[0], ref.attention(q, q, q, None, None, True)[0])\n"
+        "hide = rng.random((5, 5)) < 0.3\n"
+        "out, stats = ref.attention(q, q, q, hide, None, False)\n"
+        "for got, wanted in zip(nb.attention_backward(q, q, q, out, stats, q, hide, None, False),\n"
+        "                       ref.attention_backward(q, q, q, out, stats, q, hide, None, False)):\n"
+        "    np.testing.assert_allclose(got, wanted)\n"
         "print('ok')\n"
     )
     result = subprocess.run(

@@ -199,9 +199,11 @@ def _full_mask(mask, q, k):
 
 
 def _tile_scores(q, k_tile, k_total, scale, key_start, mask, is_causal):
-    """Scores of every query against one tile of keys; hidden ones set to -inf."""
+    """Scores of every query against one tile of keys; hidden ones set to -inf. A new array, so
+    the caller may overwrite it."""
     xp = _xp(q)
-    scores = xp.matmul(q, xp.swapaxes(k_tile, -1, -2)) * scale  # (..., Tq, tile)
+    scores = matmul(q, xp.swapaxes(k_tile, -1, -2))  # (..., Tq, tile)
+    scores *= scale
     key_end = key_start + k_tile.shape[-2]
     if mask is not None:
         if mask.dtype == bool:
@@ -214,7 +216,7 @@ def _tile_scores(q, k_tile, k_total, scale, key_start, mask, is_causal):
         offset = k_total - q.shape[-2]
         queries = xp.arange(q.shape[-2])[:, None]
         keys = xp.arange(key_start, key_end)[None, :]
-        scores = xp.where(keys > queries + offset, -xp.inf, scores)
+        xp.copyto(scores, -xp.inf, where=keys > queries + offset)
     return scores
 
 
@@ -247,7 +249,7 @@ def attention(q, k, v, mask=None, scale=None, is_causal=False):
         weights = xp.exp(scores - safe_max)  # exp(-inf) = 0 for hidden keys
         correction = xp.exp(running_max - safe_max)  # rescales what was summed so far
         normaliser = normaliser * correction + weights.sum(axis=-1, keepdims=True)
-        acc = acc * correction + xp.matmul(weights, v_tile)
+        acc = acc * correction + matmul(weights, v_tile)
         running_max = new_max
     # A fully masked row has l = 0 and acc = 0, so out = 0 (the policy). "!= 0", not "> 0":
     # a NaN normaliser must stay visible and carry its NaN into the output.
@@ -271,19 +273,21 @@ def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None,
     row_max, row_sum = (s[..., None] for s in softmax_stats)  # (..., Tq, 1)
     visible = row_sum != 0  # a fully masked row (l = 0) has no weights and gets no gradient
     safe_max = xp.where(row_max == -xp.inf, 0, row_max)
-    safe_sum = xp.where(visible, row_sum, 1)
+    inverse_sum = xp.where(visible, 1 / xp.where(visible, row_sum, 1), 0)  # 1 / l, and 0 where l = 0
     D = (dout * out).sum(axis=-1, keepdims=True)  # (..., Tq, 1)
     dq = xp.zeros(np.broadcast_shapes(q.shape, dout.shape[:-1] + (q.shape[-1],)), dtype=q.dtype)
     dk_tiles, dv_tiles = [], []
     for start in range(0, k.shape[-2], KEY_TILE):
         k_tile, v_tile = k[..., start : start + KEY_TILE, :], v[..., start : start + KEY_TILE, :]
         scores = _tile_scores(q, k_tile, k.shape[-2], scale, start, mask, is_causal)
-        P = xp.where(visible, xp.exp(scores - safe_max) / safe_sum, 0)  # (..., Tq, tile)
-        dv_tiles.append(xp.matmul(xp.swapaxes(P, -1, -2), dout))
-        dP = xp.matmul(dout, xp.swapaxes(v_tile, -1, -2))
-        dS = P * (dP - D)
-        dq = dq + scale * xp.matmul(dS, k_tile)
-        dk_tiles.append(scale * xp.matmul(xp.swapaxes(dS, -1, -2), q))
+        P = xp.exp(scores - safe_max)  # (..., Tq, tile), with the batch axes of q, k, v and dout
+        P *= inverse_sum  # in place, as dS below: one pass fewer over a (Tq, tile) block, no new one
+        dv_tiles.append(matmul(xp.swapaxes(P, -1, -2), dout))
+        dS = matmul(dout, xp.swapaxes(v_tile, -1, -2))  # dP
+        dS -= D
+        dS *= P  # dS = P * (dP - D)
+        dq = dq + scale * matmul(dS, k_tile)
+        dk_tiles.append(scale * matmul(xp.swapaxes(dS, -1, -2), q))
     dk = xp.concatenate(dk_tiles, axis=-2) if dk_tiles else xp.zeros_like(k)
     dv = xp.concatenate(dv_tiles, axis=-2) if dv_tiles else xp.zeros_like(v)
     return dq, dk, dv

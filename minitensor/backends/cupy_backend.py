@@ -266,13 +266,15 @@ _gelu_exact_backward = cupy.ElementwiseKernel(
 )
 _gelu_tanh_backward = cupy.ElementwiseKernel(
     "T x, T dy", "T dx",
-    # d/dx [x s] = s + 2 x s (1 - s) du/dx with s = sigmoid(2u) = 1 / (1 + e), e = exp(-2u),
-    # and 1 - s = e / (1 + e): no cancellation; -2u capped at 80 keeps 1 + e finite in float32
-    """T e = exp(fmin(-2 * 0.7978845608028654 * (x + 0.044715 * x * x * x), 80.0));
+    # d/dx [x s] = s + 2 x s' du/dx with s = sigmoid(2u) = 1 / (1 + e), e = exp(-2u), and
+    # s' = s (1 - s) = s (e s): no cancellation in 1 - s. Where e overflows to inf, s = 0 and
+    # s' = 0 (not inf * 0), as in the Numba kernel; capping -2u at 80 instead gave float64
+    # x = -1e30 a derivative of -3.9e54.
+    """T e = exp(-2 * 0.7978845608028654 * (x + 0.044715 * x * x * x));
        T s = 1 / (1 + e);
-       T one_minus_s = e / (1 + e);
+       T s_prime = isinf(e) ? (T)0 : s * (e * s);
        T du = 0.7978845608028654 * (1 + 3 * 0.044715 * x * x);
-       dx = dy * (s + 2 * x * s * one_minus_s * du)""",
+       dx = dy * (s + 2 * x * s_prime * du)""",
     "mt_gelu_tanh_backward",
 )
 

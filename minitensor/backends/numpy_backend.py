@@ -39,11 +39,17 @@ def _xp(array):
 # ----------------------------------------------------------------------------
 
 
-def matmul(a, b):
-    """a @ b with NumPy's batching rules (BLAS does the work; a small product on one BLAS
-    thread, which a busy machine cannot stall: see blas_threads.py)."""
+def _product(a, b):
+    """a @ b with NumPy's batching rules (BLAS does the work, on the threads blas_threads.py
+    chooses: one for a small product, which a busy machine cannot stall)."""
     xp = _xp(a)
     return blas_threads.product(np.matmul, a, b) if xp is np else xp.matmul(a, b)
+
+
+# The interface's matmul. Attention calls _product directly: its products belong to the one
+# attention kernel, so code that swaps or wraps `matmul` (demos/model_size.py counts the
+# matrix products of the linear layers that way) sees only the products the ops ask for.
+matmul = _product
 
 
 # ----------------------------------------------------------------------------
@@ -202,7 +208,7 @@ def _tile_scores(q, k_tile, k_total, scale, key_start, mask, is_causal):
     """Scores of every query against one tile of keys; hidden ones set to -inf. A new array, so
     the caller may overwrite it."""
     xp = _xp(q)
-    scores = matmul(q, xp.swapaxes(k_tile, -1, -2))  # (..., Tq, tile)
+    scores = _product(q, xp.swapaxes(k_tile, -1, -2))  # (..., Tq, tile)
     scores *= scale
     key_end = key_start + k_tile.shape[-2]
     if mask is not None:
@@ -249,7 +255,7 @@ def attention(q, k, v, mask=None, scale=None, is_causal=False):
         weights = xp.exp(scores - safe_max)  # exp(-inf) = 0 for hidden keys
         correction = xp.exp(running_max - safe_max)  # rescales what was summed so far
         normaliser = normaliser * correction + weights.sum(axis=-1, keepdims=True)
-        acc = acc * correction + matmul(weights, v_tile)
+        acc = acc * correction + _product(weights, v_tile)
         running_max = new_max
     # A fully masked row has l = 0 and acc = 0, so out = 0 (the policy). "!= 0", not "> 0":
     # a NaN normaliser must stay visible and carry its NaN into the output.
@@ -282,12 +288,12 @@ def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None,
         scores = _tile_scores(q, k_tile, k.shape[-2], scale, start, mask, is_causal)
         P = xp.exp(scores - safe_max)  # (..., Tq, tile), with the batch axes of q, k, v and dout
         P *= inverse_sum  # in place, as dS below: one pass fewer over a (Tq, tile) block, no new one
-        dv_tiles.append(matmul(xp.swapaxes(P, -1, -2), dout))
-        dS = matmul(dout, xp.swapaxes(v_tile, -1, -2))  # dP
+        dv_tiles.append(_product(xp.swapaxes(P, -1, -2), dout))
+        dS = _product(dout, xp.swapaxes(v_tile, -1, -2))  # dP
         dS -= D
         dS *= P  # dS = P * (dP - D)
-        dq = dq + scale * matmul(dS, k_tile)
-        dk_tiles.append(scale * matmul(xp.swapaxes(dS, -1, -2), q))
+        dq = dq + scale * _product(dS, k_tile)
+        dk_tiles.append(scale * _product(xp.swapaxes(dS, -1, -2), q))
     dk = xp.concatenate(dk_tiles, axis=-2) if dk_tiles else xp.zeros_like(k)
     dv = xp.concatenate(dv_tiles, axis=-2) if dv_tiles else xp.zeros_like(v)
     return dq, dk, dv

@@ -211,6 +211,21 @@ def _busy_process():
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
+def _idle_and_beside_a_busy_process(side, rounds):
+    """Seconds per step of `side` on the idle machine and beside a busy process, taking
+    turns; returns (idle, busy, per-round ratios busy / idle)."""
+    idle, busy = [], []
+    for _ in range(max(3, rounds // 2)):
+        idle.append(_run_worker(side)["seconds"])
+        neighbour = _busy_process()
+        try:
+            busy.append(_run_worker(side)["seconds"])
+        finally:
+            neighbour.kill()
+            neighbour.wait()
+    return idle, busy, [b / i for b, i in zip(busy, idle)]
+
+
 # ---------------------------------------------------------------------------
 # the runner
 # ---------------------------------------------------------------------------
@@ -237,16 +252,7 @@ def main(rounds=ROUNDS):
     print(f"  PyTorch eager (2 threads): {per_step['torch'] * 1e3:7.1f} ms per step, peak memory "
           f"{statistics.median(r['peak_mb'] for r in results['torch']):.1f} MB")
 
-    idle, busy = [], []
-    for _ in range(max(3, rounds // 2)):
-        idle.append(_run_worker("gru")["seconds"])
-        neighbour = _busy_process()
-        try:
-            busy.append(_run_worker("gru")["seconds"])
-        finally:
-            neighbour.kill()
-            neighbour.wait()
-    gru_ratios = [b / i for b, i in zip(busy, idle)]
+    idle, busy, gru_ratios = _idle_and_beside_a_busy_process("gru", rounds)
     print(f"GRU training step (hidden 64, batch {BATCH}, T = {LENGTH}, default backend): idle "
           f"{statistics.median(idle) * 1e3:.1f} ms, with one busy process beside it "
           f"{statistics.median(busy) * 1e3:.1f} ms: {statistics.median(gru_ratios):.2f}x "
@@ -254,16 +260,7 @@ def main(rounds=ROUNDS):
 
     # No target here: that the transformer's larger products, which use two BLAS threads on an
     # idle machine, fall back to one beside a busy process instead of stalling.
-    idle, busy = [], []
-    for _ in range(max(3, rounds // 2)):
-        idle.append(_run_worker("numba")["seconds"])
-        neighbour = _busy_process()
-        try:
-            busy.append(_run_worker("numba")["seconds"])
-        finally:
-            neighbour.kill()
-            neighbour.wait()
-    ratios = [b / i for b, i in zip(busy, idle)]
+    idle, busy, ratios = _idle_and_beside_a_busy_process("numba", rounds)
     print(f"The transformer's step (numba) with one busy process beside it: {statistics.median(busy) * 1e3:.1f} ms, "
           f"{statistics.median(ratios):.2f}x its idle time (rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
 

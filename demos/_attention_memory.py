@@ -18,7 +18,7 @@ def materialised(q, k, v):
 KERNELS = {
     "materialised (numpy)": materialised,
     "tiled (numpy reference)": lambda q, k, v: numpy_backend.attention(q, k, v, None, None, True),
-    "tiled (numba)": lambda q, k, v: numba_backend.attention(q, k, v, None, None, True),
+    "fused (numba)": lambda q, k, v: numba_backend.attention(q, k, v, None, None, True),
 }
 
 

@@ -218,8 +218,18 @@ def _softmax_rows(x, hidden, y):
 # BEGIN SOLUTION softmax_backward
 @njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)
 def _softmax_backward_rows(y, dy, dx):
-    """dx[r] = y[r] * (dy[r] - sum(dy[r] * y[r]))."""
+    """dx[r] = y[r] * (dy[r] - sum(dy[r] * y[r])). A dy of one column is one number per row,
+    the same for every entry (see _gradient_rows)."""
     for r in prange(y.shape[0]):
+        if dy.shape[1] == 1:
+            g = dy[r, 0]
+            total = 0.0
+            for c in range(y.shape[1]):
+                total += y[r, c]
+            dot = g * total
+            for c in range(y.shape[1]):
+                dx[r, c] = y[r, c] * (g - dot)
+            continue
         dot = 0.0
         for c in range(y.shape[1]):
             dot += dy[r, c] * y[r, c]
@@ -246,12 +256,19 @@ def _log_softmax_rows(x, y):
 
 @njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)
 def _log_softmax_backward_rows(y, dy, dx):
-    """dx[r] = dy[r] - exp(y[r]) * sum(dy[r])."""
+    """dx[r] = dy[r] - exp(y[r]) * sum(dy[r]). A dy of one column is one number per row,
+    the same for every entry (see _gradient_rows)."""
     for r in prange(y.shape[0]):
+        _exp_into(y[r], 0.0, dx[r])  # dx as scratch for exp(y)
+        if dy.shape[1] == 1:
+            g = dy[r, 0]
+            total = g * y.shape[1]
+            for c in range(y.shape[1]):
+                dx[r, c] = g - dx[r, c] * total
+            continue
         total = 0.0
         for c in range(y.shape[1]):
             total += dy[r, c]
-        _exp_into(y[r], 0.0, dx[r])  # dx as scratch for exp(y)
         for c in range(y.shape[1]):
             dx[r, c] = dy[r, c] - dx[r, c] * total
 
@@ -279,10 +296,24 @@ def softmax(x, axis=-1, mask=None):
     return _unrows(y, moved_shape, axis)
 
 
+def _gradient_rows(dy, axis):
+    """dy as (rows, n), as _rows makes it; or, where dy is broadcast along `axis` (one number per
+    row, stride 0: a sum's gradient is one number broadcast to the whole input), as those
+    numbers in place, (rows, 1). Copying such a gradient out to full size took as long as the
+    kernel; reading it strided stopped the kernel's loops from vectorising."""
+    moved = np.moveaxis(dy, axis, -1)
+    if moved.size and moved.strides[-1] == 0 and moved.shape[-1] > 1:
+        try:
+            return np.reshape(moved[..., :1], (-1, 1), copy=False)
+        except ValueError:  # the leading axes do not flatten without a copy
+            pass
+    return _rows(dy, axis)[0]
+
+
 def _rows_backward(kernel, y, dy, axis):
     """Run a row backward kernel(y_rows, dy_rows, dx_rows) on arrays of any shape and axis."""
     y_rows, moved_shape = _rows(y, axis)
-    dy_rows, _ = _rows(dy.astype(y.dtype, copy=False), axis)
+    dy_rows = _gradient_rows(dy.astype(y.dtype, copy=False), axis)
     dx = np.empty_like(y_rows)
     if y_rows.size:
         kernel(y_rows, dy_rows, dx)

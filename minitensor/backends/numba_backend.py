@@ -68,7 +68,18 @@ def _rows(x, axis):
     """x with `axis` moved last, as a C-contiguous (rows, n) array, and how to undo it."""
     moved = np.moveaxis(x, axis, -1)
     rows = np.ascontiguousarray(moved).reshape(-1, moved.shape[-1]) if moved.size else moved.reshape(0, 0)
-    return rows, moved.shape
+    return _read_only(rows), moved.shape
+
+
+def _read_only(array):
+    """A read-only view of an array a kernel only reads. Numba compiles a kernel once per
+    combination of argument types, and whether an array may be written is part of its type
+    (np.broadcast_to makes read-only arrays, np.empty writable ones). Read-only inputs
+    everywhere mean one compile per dtype: the test suite compiled the attention kernels
+    nine times each, for every mix of writable and read-only inputs it happened to pass."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 def _unrows(rows, moved_shape, axis):
@@ -76,7 +87,7 @@ def _unrows(rows, moved_shape, axis):
 
 
 def _no_mask():
-    return np.zeros((0, 0), dtype=np.bool_)
+    return _read_only(np.zeros((0, 0), dtype=np.bool_))
 
 
 # ----------------------------------------------------------------------------
@@ -143,7 +154,7 @@ def _exp_into(src, offset, dst):
 
 def exp(x):
     """exp over an array with the kernel above (for tests and benchmarks)."""
-    flat = np.ascontiguousarray(x).reshape(-1)
+    flat = _read_only(np.ascontiguousarray(x).reshape(-1))
     out = np.empty_like(flat)
     _exp_into(flat, flat.dtype.type(0), out)
     return out.reshape(np.shape(x))
@@ -283,7 +294,7 @@ def _mask_rows(mask, shape, axis):
     while lead < ndim - 1 and mask.shape[lead] == 1:
         lead += 1
     if axis == ndim - 1 and mask.shape[lead:] == tuple(shape[lead:]):
-        return np.ascontiguousarray(mask).reshape(-1, shape[-1])
+        return _read_only(np.ascontiguousarray(mask).reshape(-1, shape[-1]))
     return _rows(np.broadcast_to(mask, shape), axis)[0]
 
 
@@ -304,7 +315,7 @@ def _gradient_rows(dy, axis):
     moved = np.moveaxis(dy, axis, -1)
     if moved.size and moved.strides[-1] == 0 and moved.shape[-1] > 1:
         try:
-            return np.reshape(moved[..., :1], (-1, 1), copy=False)
+            return _read_only(np.reshape(moved[..., :1], (-1, 1), copy=False))
         except ValueError:  # the leading axes do not flatten without a copy
             pass
     return _rows(dy, axis)[0]
@@ -397,10 +408,10 @@ def _layer_norm_backward_rows(dy, x, weight, mean, rstd, dx, dweight_parts, dbia
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
-    rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+    rows = _read_only(np.ascontiguousarray(x).reshape(-1, x.shape[-1]))
     empty = np.zeros(0, dtype=x.dtype)
-    weight = empty if weight is None else np.ascontiguousarray(weight, dtype=x.dtype)
-    bias = np.zeros_like(weight) if bias is None else np.ascontiguousarray(bias, dtype=x.dtype)
+    weight = _read_only(empty if weight is None else np.ascontiguousarray(weight, dtype=x.dtype))
+    bias = _read_only(np.zeros_like(weight) if bias is None else np.ascontiguousarray(bias, dtype=x.dtype))
     y = np.empty_like(rows)
     mean = np.empty(rows.shape[0], dtype=x.dtype)
     rstd = np.empty(rows.shape[0], dtype=x.dtype)
@@ -412,9 +423,9 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
 
 # BEGIN SOLUTION layer_norm_backward
 def layer_norm_backward(dy, x, weight, mean, rstd):
-    rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
-    dy_rows = np.ascontiguousarray(dy, dtype=x.dtype).reshape(rows.shape)
-    w = np.zeros(0, dtype=x.dtype) if weight is None else np.ascontiguousarray(weight, dtype=x.dtype)
+    rows = _read_only(np.ascontiguousarray(x).reshape(-1, x.shape[-1]))
+    dy_rows = _read_only(np.ascontiguousarray(dy, dtype=x.dtype).reshape(rows.shape))
+    w = _read_only(np.zeros(0, dtype=x.dtype) if weight is None else np.ascontiguousarray(weight, dtype=x.dtype))
     chunks = max(1, min(rows.shape[0], 4 * numba.get_num_threads()))
     parts_width = rows.shape[1] if weight is not None else 0
     dweight_parts = np.zeros((chunks, parts_width), dtype=np.float64)
@@ -422,7 +433,7 @@ def layer_norm_backward(dy, x, weight, mean, rstd):
     dx = np.empty_like(rows)
     if rows.size:
         _layer_norm_backward_rows(
-            dy_rows, rows, w, mean.reshape(-1), rstd.reshape(-1), dx, dweight_parts, dbias_parts
+            dy_rows, rows, w, _read_only(mean.reshape(-1)), _read_only(rstd.reshape(-1)), dx, dweight_parts, dbias_parts
         )
     if weight is None:
         return dx.reshape(x.shape), None, None
@@ -494,7 +505,7 @@ def _erf_flat(x, y):
 
 def erf(x):
     """erf over an array with the kernels' erf (for tests and benchmarks)."""
-    flat = np.ascontiguousarray(x).reshape(-1)
+    flat = _read_only(np.ascontiguousarray(x).reshape(-1))
     out = np.empty_like(flat)
     _erf_flat(flat, out)
     return out.reshape(np.shape(x))
@@ -556,15 +567,15 @@ def _gelu_backward_flat(x, dy, tanh_form, c, dx):
 
 
 def gelu(x, approximate="none"):
-    flat = np.ascontiguousarray(x).reshape(-1)
+    flat = _read_only(np.ascontiguousarray(x).reshape(-1))
     y = np.empty_like(flat)
     _gelu_flat(flat, approximate == "tanh", np.array(_GELU_CONSTANTS, dtype=x.dtype), y)
     return y.reshape(x.shape)
 
 
 def gelu_backward(x, dy, approximate="none"):
-    flat = np.ascontiguousarray(x).reshape(-1)
-    dy_flat = np.ascontiguousarray(dy, dtype=x.dtype).reshape(-1)
+    flat = _read_only(np.ascontiguousarray(x).reshape(-1))
+    dy_flat = _read_only(np.ascontiguousarray(dy, dtype=x.dtype).reshape(-1))
     dx = np.empty_like(flat)
     _gelu_backward_flat(flat, dy_flat, approximate == "tanh", np.array(_GELU_CONSTANTS, dtype=x.dtype), dx)
     return dx.reshape(x.shape)
@@ -836,11 +847,12 @@ def _heads(q, k, v, mask):
     heads = math.prod(batch)
 
     def flat(t):
-        return np.ascontiguousarray(np.broadcast_to(t, batch + t.shape[-2:])).reshape((heads,) + t.shape[-2:])
+        flattened = np.ascontiguousarray(np.broadcast_to(t, batch + t.shape[-2:])).reshape((heads,) + t.shape[-2:])
+        return _read_only(flattened)
 
     q3, k3, v3 = flat(q), flat(k), flat(v)
-    hidden = np.zeros((0, 0, 0), dtype=np.bool_)
-    bias = np.zeros((0, 0, 0), dtype=q.dtype)
+    hidden = _read_only(np.zeros((0, 0, 0), dtype=np.bool_))
+    bias = _read_only(np.zeros((0, 0, 0), dtype=q.dtype))
     if mask is not None:
         scores_shape = (q.shape[-2], k.shape[-2])
         full = np.broadcast_to(mask, batch + scores_shape)
@@ -849,9 +861,9 @@ def _heads(q, k, v, mask):
               if shared else full.reshape((heads,) + scores_shape))
         m3 = np.ascontiguousarray(m3)
         if mask.dtype == np.bool_:
-            hidden = m3
+            hidden = _read_only(m3)
         else:
-            bias = m3.astype(q.dtype, copy=False)
+            bias = _read_only(m3.astype(q.dtype, copy=False))
     return batch, q3, k3, v3, hidden, bias
 
 
@@ -881,9 +893,9 @@ def attention(q, k, v, mask=None, scale=None, is_causal=False):
 def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None, is_causal=False):
     scale = default_scale(q.shape[-1]) if scale is None else scale
     batch, q3, k3, v3, hidden, bias = _heads(q, k, v, mask)
-    out3 = np.ascontiguousarray(out).reshape(q3.shape[:2] + (v3.shape[-1],))
-    row_max, row_sum = (np.ascontiguousarray(s, dtype=q.dtype).reshape(q3.shape[:2]) for s in softmax_stats)
-    dout3 = np.ascontiguousarray(dout, dtype=q.dtype).reshape(out3.shape)
+    out3 = _read_only(np.ascontiguousarray(out).reshape(q3.shape[:2] + (v3.shape[-1],)))
+    row_max, row_sum = (_read_only(np.ascontiguousarray(s, dtype=q.dtype).reshape(q3.shape[:2])) for s in softmax_stats)
+    dout3 = _read_only(np.ascontiguousarray(dout, dtype=q.dtype).reshape(out3.shape))
     dq, dk, dv = np.empty_like(q3), np.zeros_like(k3), np.zeros_like(v3)
     causal_offset = k.shape[-2] - q.shape[-2]
     if _is_short(q3, k3, v3):

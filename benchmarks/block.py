@@ -7,16 +7,27 @@
 - PyTorch eager, the seed's Block with nn.MultiheadAttention.
 
 B=8, T=256, d=256, 4 heads, causal, float32, 2 threads for PyTorch.
+
+Each side is timed in a process of its own (PyTorch's OpenMP threads spin after its calls and
+slow whatever runs next in the same process); the sides take turns, round after round, and
+each ratio is the median over the rounds. MINITENSOR_BENCH_ROUNDS sets the rounds (3).
 """
 
+import json
 import math
+import os
+import statistics
+import sys
 
 import numpy as np
 
 import minitensor as mt
 from minitensor.backends import numpy_backend as ref
 
-from .common import best_seconds, describe_machine, ratio
+from .common import best_seconds, describe_machine, ratio, run_worker
+
+SIDES = ("minitensor (numba)", "minitensor (numpy)", "hand-written NumPy", "PyTorch eager")
+ROUNDS = int(os.environ.get("MINITENSOR_BENCH_ROUNDS", "3"))
 
 B, T, D, HEADS = 8, 256, 256, 4
 
@@ -83,54 +94,79 @@ def handwritten(ours, x, dout):
     return out, dh_ + dx_norm, grads
 
 
-def main():
-    import torch
-
-    torch.set_num_threads(2)
-    ours, theirs = make_models()
+def _inputs():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((B, T, D)).astype(np.float32)
     dout = rng.standard_normal((B, T, D)).astype(np.float32)
+    return x, dout
 
-    def minitensor_step():
-        xt = mt.tensor(x, requires_grad=True)
-        ours.zero_grad()
-        ours(xt, is_causal=True).backward(dout)
 
-    times = {}
-    for backend in ("numba", "numpy"):
-        with mt.use_backend(backend):
-            times[f"minitensor ({backend})"] = best_seconds(minitensor_step, repeats=7, warmup=2)
-    times["hand-written NumPy"] = best_seconds(lambda: handwritten(ours, x, dout), repeats=7, warmup=2)
+def worker(side):
+    """Time one side's forward + backward (best of 7); print {"seconds": ...}."""
+    import torch
 
-    tx = torch.from_numpy(x).requires_grad_()
-    tdout, tmask = torch.from_numpy(dout), torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    # minitensor's sides use PyTorch only to make the shared weights: with one thread it
+    # starts no OpenMP threads to spin beside our kernels.
+    torch.set_num_threads(2 if side == "PyTorch eager" else 1)
+    ours, theirs = make_models()
+    x, dout = _inputs()
+    if side == "PyTorch eager":
+        tx = torch.from_numpy(x).requires_grad_()
+        tdout, tmask = torch.from_numpy(dout), torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
 
-    def torch_step():
-        theirs.zero_grad()
-        tx.grad = None
-        theirs(tx, tmask).backward(tdout)
+        def step():
+            theirs.zero_grad()
+            tx.grad = None
+            theirs(tx, tmask).backward(tdout)
+    elif side == "hand-written NumPy":
+        def step():
+            handwritten(ours, x, dout)
+    else:
+        mt.set_backend(side.split("(")[1].rstrip(")"))
 
-    times["PyTorch eager"] = best_seconds(torch_step, repeats=7, warmup=2)
+        def step():
+            xt = mt.tensor(x, requires_grad=True)
+            ours.zero_grad()
+            ours(xt, is_causal=True).backward(dout)
+    print(json.dumps({"seconds": best_seconds(step, repeats=7, warmup=2)}))
 
-    # the four agree (float32)
+
+def _agree():
+    """minitensor (numba) and the hand-written block give the same output and dx (float32)."""
+    import torch
+
+    torch.set_num_threads(1)
+    ours, _ = make_models()
+    x, dout = _inputs()
     with mt.use_backend("numba"):
         xt = mt.tensor(x, requires_grad=True)
-        ours.zero_grad()
         y = ours(xt, is_causal=True)
         y.backward(dout)
     out, dx, _ = handwritten(ours, x, dout)
-    agree = np.allclose(y.data, out, atol=1e-3) and np.allclose(xt.grad, dx, atol=1e-3)
+    return np.allclose(y.data, out, atol=1e-3) and np.allclose(xt.grad, dx, atol=1e-3)
 
-    print(f"Pre-norm block forward + backward, B={B} T={T} d={D} heads={HEADS}, causal, float32")
+
+def main(rounds=ROUNDS):
+    runs = {side: [] for side in SIDES}
+    for _ in range(rounds):
+        for side in SIDES:
+            runs[side].append(run_worker("block", side)["seconds"])
+    base = runs["PyTorch eager"]
+
+    print(f"Pre-norm block forward + backward, B={B} T={T} d={D} heads={HEADS}, causal, float32; "
+          f"each side in its own process, {rounds} alternating rounds, median of per-round ratios")
     print(describe_machine())
-    base = times["PyTorch eager"]
-    for label, seconds in times.items():
-        print(f"  {label:24}{seconds * 1e3:8.1f} ms   {ratio(seconds, base):>6} of PyTorch")
-    engine_cost = ratio(times["minitensor (numba)"], times["hand-written NumPy"])
+    for side in SIDES:
+        per_round = [ours / theirs for ours, theirs in zip(runs[side], base)]
+        print(f"  {side:24}{statistics.median(runs[side]) * 1e3:8.1f} ms   {statistics.median(per_round):.2f}x "
+              f"of PyTorch (rounds: {', '.join(f'{r:.2f}' for r in per_round)})")
+    engine_cost = ratio(statistics.median(runs["minitensor (numba)"]), statistics.median(runs["hand-written NumPy"]))
     print(f"  minitensor (numba) / hand-written NumPy: {engine_cost}")
-    print(f"  minitensor and the hand-written block agree: {agree}")
+    print(f"  minitensor and the hand-written block agree: {_agree()}")
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--worker"]:
+        worker(sys.argv[2])
+    else:
+        main()

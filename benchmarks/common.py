@@ -1,6 +1,9 @@
 """Shared by the benchmarks: timing, peak memory, and a note on the BLAS in use."""
 
+import json
 import os
+import subprocess
+import sys
 import time
 
 
@@ -54,3 +57,16 @@ def describe_machine():
 
 def ratio(a, b):
     return f"{a / b:.2f}x" if b and b == b else "n/a"
+
+
+def run_worker(module, side, env=None):
+    """Run `python -m benchmarks.<module> --worker <side>` in a process of its own and return
+    the JSON its last line prints. PyTorch's OpenMP threads keep spinning after its calls and
+    slow whatever runs next in the same process, so every side is timed alone."""
+    output = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{module}", "--worker", side],
+        capture_output=True, text=True, env={**os.environ, **(env or {})}, check=False,
+    )
+    if output.returncode:
+        raise RuntimeError(f"benchmarks.{module} worker {side!r} failed:\n{output.stderr}")
+    return json.loads(output.stdout.strip().splitlines()[-1])

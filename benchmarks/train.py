@@ -11,6 +11,8 @@
   shows the BLAS threads giving way, see minitensor/backends/blas_threads.py).
 - The user-level masked softmax, `x.softmax(axis=-1, mask=m).sum().backward()` on
   (16, 4, 256, 256), numba against the numpy backend.
+- The step's matrix products alone (recorded from one numba step, replayed with their
+  layouts) on NumPy's BLAS and on PyTorch's: the part of the step's ratio that is the BLAS.
 
 Fairness: PyTorch's OpenMP threads keep spinning after each call and slow whatever runs
 next in the same process, so every side runs in a process of its own; the sides take turns,
@@ -26,6 +28,8 @@ import sys
 import time
 
 import numpy as np
+
+from .common import run_worker
 
 BATCH, LENGTH, WIDTH, HEADS = 64, 100, 64, 4
 ROUNDS = int(os.environ.get("MINITENSOR_BENCH_ROUNDS", "5"))
@@ -160,6 +164,8 @@ def worker(side):
 
     if side == "softmax":
         return _softmax_worker()
+    if side.startswith("products-"):
+        return _products_worker(side.removeprefix("products-"))
     batches = _batches()
     if side == "torch":
         _, step = torch_model()
@@ -196,14 +202,78 @@ def _softmax_worker():
     print(json.dumps(result))
 
 
+def _step_products():
+    """The matrix products of one numba training step of the model above, as (a, b) pairs
+    kept with their memory layouts (a transposed operand stays transposed)."""
+    import minitensor as mt
+    from minitensor.backends import blas_threads
+
+    mt.set_backend("numba")
+    _, step = minitensor_model()
+    batches = _batches(2)
+    step(*batches[0])  # compiles
+    recorded, product = [], blas_threads.product
+
+    def recording(matmul, a, b):
+        recorded.append((a.copy(order="K"), b.copy(order="K")))
+        return product(matmul, a, b)
+
+    blas_threads.product = recording
+    try:
+        step(*batches[1])
+    finally:
+        blas_threads.product = product
+    return recorded
+
+
+def _products_worker(blas):
+    """Time the step's products alone, one after another as in the step: through NumPy's BLAS
+    (with minitensor's thread choice) or through PyTorch's (2 threads). Prints {"seconds", "count"}.
+    The products are recorded in a process of their own, so no Numba threads share PyTorch's."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "products.npz")
+        subprocess.run([sys.executable, "-m", "benchmarks.train", "--record-products", path], check=True)
+        with np.load(path) as saved:
+            count = len(saved.files) // 4  # a, b and their two flags per product
+            # np.load gives C-ordered arrays back; a transposed operand is restored as a view
+            pairs = [tuple(saved[f"{name}{i}"].T if saved[f"{name}{i}_t"] else saved[f"{name}{i}"]
+                           for name in ("a", "b")) for i in range(count)]
+    if blas == "torch":
+        import torch
+
+        torch.set_num_threads(2)
+        pairs = [(torch.from_numpy(a), torch.from_numpy(b)) for a, b in pairs]
+
+        def run():
+            for a, b in pairs:
+                torch.matmul(a, b)
+    else:
+        from minitensor.backends import blas_threads
+
+        def run():
+            for a, b in pairs:
+                blas_threads.product(np.matmul, a, b)
+
+    seconds = _median_step_seconds(lambda x_, y_: run(), [(None, None)], steps=10, warmup=3)
+    print(json.dumps({"seconds": seconds, "count": len(pairs)}))
+
+
+def _record_products(path):
+    """Save the products of one numba step to `path` (.npz), each operand C-ordered with a flag
+    saying whether the step handed it over transposed."""
+    arrays = {}
+    for i, pair in enumerate(_step_products()):
+        for name, operand in zip(("a", "b"), pair):
+            transposed = not operand.flags.c_contiguous and operand.flags.f_contiguous
+            arrays[f"{name}{i}"] = operand.T if transposed else operand
+            arrays[f"{name}{i}_t"] = np.array(transposed)
+    np.savez(path, **arrays)
+
+
 def _run_worker(side, env=None):
-    output = subprocess.run(
-        [sys.executable, "-m", "benchmarks.train", "--worker", side],
-        capture_output=True, text=True, env={**os.environ, **(env or {})}, check=False,
-    )
-    if output.returncode:
-        raise RuntimeError(f"benchmarks.train worker {side!r} failed:\n{output.stderr}")
-    return json.loads(output.stdout.strip().splitlines()[-1])
+    return run_worker("train", side, env)
 
 
 def _busy_process():
@@ -264,6 +334,14 @@ def main(rounds=ROUNDS):
     print(f"The transformer's step (numba) with one busy process beside it: {statistics.median(busy) * 1e3:.1f} ms, "
           f"{statistics.median(ratios):.2f}x its idle time (rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
 
+    # What the products alone cost on each side's BLAS: a floor under the step's ratio that
+    # no change to minitensor's own code moves.
+    products = [(_run_worker("products-numpy"), _run_worker("products-torch")) for _ in range(max(3, rounds // 2))]
+    print(f"The step's {products[0][0]['count']} matrix products alone, one after another: NumPy's BLAS "
+          f"{statistics.median(n['seconds'] for n, _ in products) * 1e3:.1f} ms, PyTorch's "
+          f"{statistics.median(t['seconds'] for _, t in products) * 1e3:.1f} ms: "
+          f"{statistics.median(n['seconds'] / t['seconds'] for n, t in products):.2f}x")
+
     softmax = [_run_worker("softmax") for _ in range(max(3, rounds // 2))]
     softmax_ratios = [r["numba"] / r["numpy"] for r in softmax]
     print(f"User-level masked softmax forward + backward, (16, 4, 256, 256) float32: numba "
@@ -275,5 +353,7 @@ def main(rounds=ROUNDS):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
         worker(sys.argv[2])
+    elif sys.argv[1:2] == ["--record-products"]:
+        _record_products(sys.argv[2])
     else:
         main()

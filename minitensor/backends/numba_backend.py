@@ -527,7 +527,7 @@ def _gelu_flat(x, tanh_form, c, y):
     sqrt_2_over_pi, cubic, inv_sqrt2, half, one, two = c[0], c[1], c[2], c[4], c[5], c[6]
     float32 = x.itemsize == 4
     # A plain prange over the elements: Numba hands each thread one contiguous range, and the
-    # compiler vectorises its loop. (Chunks of our own, a range per job, ran 1.9x slower on one
+    # compiler vectorises its loop. (Chunks of our own, a range per job, ran 1.6-1.9x slower on one
     # thread: the index might be negative, so every load was wrapped around one at a time.)
     for i in prange(x.shape[0]):
         v = x[i]

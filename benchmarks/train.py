@@ -235,11 +235,8 @@ def _products_worker(blas):
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "products.npz")
         subprocess.run([sys.executable, "-m", "benchmarks.train", "--record-products", path], check=True)
-        with np.load(path) as saved:
-            count = len(saved.files) // 4  # a, b and their two flags per product
-            # np.load gives C-ordered arrays back; a transposed operand is restored as a view
-            pairs = [tuple(saved[f"{name}{i}"].T if saved[f"{name}{i}_t"] else saved[f"{name}{i}"]
-                           for name in ("a", "b")) for i in range(count)]
+        with np.load(path) as saved:  # (np.save keeps a transposed operand's Fortran order)
+            pairs = [(saved[f"a{i}"], saved[f"b{i}"]) for i in range(len(saved.files) // 2)]
     if blas == "torch":
         import torch
 
@@ -261,15 +258,9 @@ def _products_worker(blas):
 
 
 def _record_products(path):
-    """Save the products of one numba step to `path` (.npz), each operand C-ordered with a flag
-    saying whether the step handed it over transposed."""
-    arrays = {}
-    for i, pair in enumerate(_step_products()):
-        for name, operand in zip(("a", "b"), pair):
-            transposed = not operand.flags.c_contiguous and operand.flags.f_contiguous
-            arrays[f"{name}{i}"] = operand.T if transposed else operand
-            arrays[f"{name}{i}_t"] = np.array(transposed)
-    np.savez(path, **arrays)
+    """Save the products of one numba step to `path` (.npz): a0, b0, a1, b1, ..."""
+    pairs = _step_products()
+    np.savez(path, **{f"{name}{i}": operand for i, pair in enumerate(pairs) for name, operand in zip("ab", pair)})
 
 
 def _run_worker(side, env=None):

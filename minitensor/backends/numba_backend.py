@@ -82,6 +82,11 @@ def _read_only(array):
     return view
 
 
+def _input(array, shape, dtype=None):
+    """`array` as a kernel reads it: C-contiguous, of `dtype`, in `shape`, read-only."""
+    return _read_only(np.ascontiguousarray(array, dtype=dtype).reshape(shape))
+
+
 def _unrows(rows, moved_shape, axis):
     return np.moveaxis(rows.reshape(moved_shape), -1, axis)
 
@@ -114,6 +119,20 @@ _EXP_HIGH = np.float32(88.7)
 _EXP_FLAGS = {"nsz", "arcp", "contract", "afn"}
 _ONE32 = np.float32(1.0)
 _INF32 = np.float32(np.inf)
+_EXP_P = (  # exp(r) = 1 + r + r^2 P(r), Cephes' expf
+    np.float32(5.0000001201e-1), np.float32(1.6666665459e-1), np.float32(4.1665795894e-2),
+    np.float32(8.3334519073e-3), np.float32(1.3981999507e-3), np.float32(1.9875691500e-4),
+)
+
+
+@njit(fastmath=_EXP_FLAGS, inline="always")
+def _polynomial(x, coefficients):
+    """coefficients[0] + coefficients[1] x + coefficients[2] x^2 + ..., by Horner's rule
+    (from the highest coefficient down: one multiply-add per coefficient)."""
+    value = coefficients[-1]
+    for i in range(len(coefficients) - 2, -1, -1):
+        value = value * x + coefficients[i]
+    return value
 
 
 # inline="always" (here and on _erff below): Numba pastes the function into the loop that calls
@@ -125,13 +144,7 @@ def _expf(t):
     clamped = min(max(t, _EXP_LOW), _EXP_HIGH)
     k = np.floor(clamped * _LOG2E + np.float32(0.5))
     r = clamped - k * _LN2_HI - k * _LN2_LO
-    p = np.float32(1.9875691500e-4)
-    p = p * r + np.float32(1.3981999507e-3)
-    p = p * r + np.float32(8.3334519073e-3)
-    p = p * r + np.float32(4.1665795894e-2)
-    p = p * r + np.float32(1.6666665459e-1)
-    p = p * r + np.float32(5.0000001201e-1)
-    mantissa = p * r * r + r + _ONE32  # exp(r), in [0.7, 1.5)
+    mantissa = _polynomial(r, _EXP_P) * r * r + r + _ONE32  # exp(r), in [0.7, 1.5)
     bits = np.float32(mantissa).view(np.int32) + (np.int32(k) << 23)  # times 2**k: add k to the exponent field
     scaled = np.int32(bits).view(np.float32)
     if t < _EXP_LOW:
@@ -154,7 +167,7 @@ def _exp_into(src, offset, dst):
 
 def exp(x):
     """exp over an array with the kernel above (for tests and benchmarks)."""
-    flat = _read_only(np.ascontiguousarray(x).reshape(-1))
+    flat = _input(x, -1)
     out = np.empty_like(flat)
     _exp_into(flat, flat.dtype.type(0), out)
     return out.reshape(np.shape(x))
@@ -294,7 +307,7 @@ def _mask_rows(mask, shape, axis):
     while lead < ndim - 1 and mask.shape[lead] == 1:
         lead += 1
     if axis == ndim - 1 and mask.shape[lead:] == tuple(shape[lead:]):
-        return _read_only(np.ascontiguousarray(mask).reshape(-1, shape[-1]))
+        return _input(mask, (-1, shape[-1]))
     return _rows(np.broadcast_to(mask, shape), axis)[0]
 
 
@@ -408,10 +421,10 @@ def _layer_norm_backward_rows(dy, x, weight, mean, rstd, dx, dweight_parts, dbia
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
-    rows = _read_only(np.ascontiguousarray(x).reshape(-1, x.shape[-1]))
+    rows = _input(x, (-1, x.shape[-1]))
     empty = np.zeros(0, dtype=x.dtype)
-    weight = _read_only(empty if weight is None else np.ascontiguousarray(weight, dtype=x.dtype))
-    bias = _read_only(np.zeros_like(weight) if bias is None else np.ascontiguousarray(bias, dtype=x.dtype))
+    weight = _input(empty if weight is None else weight, -1, x.dtype)
+    bias = _input(np.zeros_like(weight) if bias is None else bias, -1, x.dtype)
     y = np.empty_like(rows)
     mean = np.empty(rows.shape[0], dtype=x.dtype)
     rstd = np.empty(rows.shape[0], dtype=x.dtype)
@@ -423,9 +436,9 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
 
 # BEGIN SOLUTION layer_norm_backward
 def layer_norm_backward(dy, x, weight, mean, rstd):
-    rows = _read_only(np.ascontiguousarray(x).reshape(-1, x.shape[-1]))
-    dy_rows = _read_only(np.ascontiguousarray(dy, dtype=x.dtype).reshape(rows.shape))
-    w = _read_only(np.zeros(0, dtype=x.dtype) if weight is None else np.ascontiguousarray(weight, dtype=x.dtype))
+    rows = _input(x, (-1, x.shape[-1]))
+    dy_rows = _input(dy, rows.shape, x.dtype)
+    w = _input(np.zeros(0) if weight is None else weight, -1, x.dtype)
     chunks = max(1, min(rows.shape[0], 4 * numba.get_num_threads()))
     parts_width = rows.shape[1] if weight is not None else 0
     dweight_parts = np.zeros((chunks, parts_width), dtype=np.float64)
@@ -433,7 +446,7 @@ def layer_norm_backward(dy, x, weight, mean, rstd):
     dx = np.empty_like(rows)
     if rows.size:
         _layer_norm_backward_rows(
-            dy_rows, rows, w, _read_only(mean.reshape(-1)), _read_only(rstd.reshape(-1)), dx, dweight_parts, dbias_parts
+            dy_rows, rows, w, _input(mean, -1), _input(rstd, -1), dx, dweight_parts, dbias_parts
         )
     if weight is None:
         return dx.reshape(x.shape), None, None
@@ -474,24 +487,9 @@ def _erff(z):
     """erf(z) for one float32 (see the table above)."""
     z = np.float32(z)  # (as in _expf)
     a = abs(z)
-    s = z * z
-    p = _ERF_P[5]
-    p = p * s + _ERF_P[4]
-    p = p * s + _ERF_P[3]
-    p = p * s + _ERF_P[2]
-    p = p * s + _ERF_P[1]
-    p = p * s + _ERF_P[0]
-    near_zero = z + z * p
+    near_zero = z + z * _polynomial(z * z, _ERF_P)
     t = _ERF_CLAMP if a > _ERF_CLAMP else a  # (written so that a NaN stays NaN)
-    q = _ERF_Q[7]
-    q = q * t + _ERF_Q[6]
-    q = q * t + _ERF_Q[5]
-    q = q * t + _ERF_Q[4]
-    q = q * t + _ERF_Q[3]
-    q = q * t + _ERF_Q[2]
-    q = q * t + _ERF_Q[1]
-    q = q * t + _ERF_Q[0]
-    far = _ONE32 - _expf(q)  # 1 - erfc(t)
+    far = _ONE32 - _expf(_polynomial(t, _ERF_Q))  # 1 - erfc(t)
     if a < _ERF_SWITCH:
         return near_zero
     return far if z > 0 else -far
@@ -505,7 +503,7 @@ def _erf_flat(x, y):
 
 def erf(x):
     """erf over an array with the kernels' erf (for tests and benchmarks)."""
-    flat = _read_only(np.ascontiguousarray(x).reshape(-1))
+    flat = _input(x, -1)
     out = np.empty_like(flat)
     _erf_flat(flat, out)
     return out.reshape(np.shape(x))
@@ -567,15 +565,15 @@ def _gelu_backward_flat(x, dy, tanh_form, c, dx):
 
 
 def gelu(x, approximate="none"):
-    flat = _read_only(np.ascontiguousarray(x).reshape(-1))
+    flat = _input(x, -1)
     y = np.empty_like(flat)
     _gelu_flat(flat, approximate == "tanh", np.array(_GELU_CONSTANTS, dtype=x.dtype), y)
     return y.reshape(x.shape)
 
 
 def gelu_backward(x, dy, approximate="none"):
-    flat = _read_only(np.ascontiguousarray(x).reshape(-1))
-    dy_flat = _read_only(np.ascontiguousarray(dy, dtype=x.dtype).reshape(-1))
+    flat = _input(x, -1)
+    dy_flat = _input(dy, -1, x.dtype)
     dx = np.empty_like(flat)
     _gelu_backward_flat(flat, dy_flat, approximate == "tanh", np.array(_GELU_CONSTANTS, dtype=x.dtype), dx)
     return dx.reshape(x.shape)
@@ -647,9 +645,9 @@ def _visible_row_max(scores, row_max):
                     row_max[a] = scores[a, b]
 
 
-# Loops instead of `dst[...] += src` and `dst[...] = src` between arrays: Numba's own versions
-# check the shapes with an error message formatted at run time, and compiling that string code
-# added about 5 s to the first compile of a block (the issue's budget is 30 s).
+# Loops instead of `dst[...] += src` and `dst[...] = src` between arrays, in every attention
+# kernel: Numba's own versions check the shapes with an error message formatted at run time,
+# and compiling that string code added about 5 s to the first compile of a block.
 @njit(cache=True, inline="always")
 def _add_into(dst, src):
     """dst += src, both (rows, columns)."""
@@ -785,7 +783,7 @@ def _attention_forward(q, k, v, hidden, bias, causal, causal_offset, scale, out,
                 for c in range(acc.shape[1]):
                     acc[a, c] *= correction
                 running_max[a] = new_max
-            acc += np.dot(scores, v[bh, j0:j1])  # (block, dv), BLAS
+            _add_into(acc, np.dot(scores, v[bh, j0:j1]))  # (block, dv), BLAS
         for a in range(i1 - i0):
             # a fully masked row (l = 0) outputs zero (the policy); "!= 0" lets a NaN through
             inverse = 1.0 / normaliser[a] if normaliser[a] != 0 else 0.0
@@ -829,14 +827,14 @@ def _attention_backward(q, k, v, out, row_max, row_sum, dout, hidden, bias, caus
                     inverse = 1.0 / total
                     for b in range(j1 - j0):
                         P[a, b] = weights[b] * inverse
-                dv[bh, j0:j1] += np.dot(P.T, dout_block)
+                _add_into(dv[bh, j0:j1], np.dot(P.T, dout_block))
                 dS = np.dot(dout_block, v[bh, j0:j1].T)  # dP, then dS in place
                 for a in range(i1 - i0):
                     for b in range(j1 - j0):
                         dS[a, b] = P[a, b] * (dS[a, b] - D[a]) * scale
-                dq_block += np.dot(dS, k[bh, j0:j1])
-                dk[bh, j0:j1] += np.dot(dS.T, q_block)
-            dq[bh, i0:i1] = dq_block
+                _add_into(dq_block, np.dot(dS, k[bh, j0:j1]))
+                _add_into(dk[bh, j0:j1], np.dot(dS.T, q_block))
+            _copy_into(dq[bh, i0:i1], dq_block)
 # END SOLUTION
 
 
@@ -847,8 +845,7 @@ def _heads(q, k, v, mask):
     heads = math.prod(batch)
 
     def flat(t):
-        flattened = np.ascontiguousarray(np.broadcast_to(t, batch + t.shape[-2:])).reshape((heads,) + t.shape[-2:])
-        return _read_only(flattened)
+        return _input(np.broadcast_to(t, batch + t.shape[-2:]), (heads,) + t.shape[-2:])
 
     q3, k3, v3 = flat(q), flat(k), flat(v)
     hidden = _read_only(np.zeros((0, 0, 0), dtype=np.bool_))
@@ -859,11 +856,10 @@ def _heads(q, k, v, mask):
         shared = mask.ndim <= 2 or all(n == 1 for n in mask.shape[:-2])
         m3 = (np.broadcast_to(mask.reshape(mask.shape[-2:]) if mask.ndim >= 2 else mask, scores_shape)[None]
               if shared else full.reshape((heads,) + scores_shape))
-        m3 = np.ascontiguousarray(m3)
         if mask.dtype == np.bool_:
-            hidden = _read_only(m3)
+            hidden = _input(m3, m3.shape)
         else:
-            bias = _read_only(m3.astype(q.dtype, copy=False))
+            bias = _input(m3, m3.shape, q.dtype)
     return batch, q3, k3, v3, hidden, bias
 
 
@@ -893,9 +889,9 @@ def attention(q, k, v, mask=None, scale=None, is_causal=False):
 def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None, is_causal=False):
     scale = default_scale(q.shape[-1]) if scale is None else scale
     batch, q3, k3, v3, hidden, bias = _heads(q, k, v, mask)
-    out3 = _read_only(np.ascontiguousarray(out).reshape(q3.shape[:2] + (v3.shape[-1],)))
-    row_max, row_sum = (_read_only(np.ascontiguousarray(s, dtype=q.dtype).reshape(q3.shape[:2])) for s in softmax_stats)
-    dout3 = _read_only(np.ascontiguousarray(dout, dtype=q.dtype).reshape(out3.shape))
+    out3 = _input(out, q3.shape[:2] + (v3.shape[-1],))
+    row_max, row_sum = (_input(s, q3.shape[:2], q.dtype) for s in softmax_stats)
+    dout3 = _input(dout, out3.shape, q.dtype)
     dq, dk, dv = np.empty_like(q3), np.zeros_like(k3), np.zeros_like(v3)
     causal_offset = k.shape[-2] - q.shape[-2]
     if _is_short(q3, k3, v3):

@@ -15,6 +15,19 @@ from models.attention import causal_mask, scaled_dot_product_attention
 from demos._common import Checks, plt, save
 
 
+def causal_self_attention(Q, K, V):
+    """The seed's four panels for queries Q, keys K, values V (T, d_k): (scores, hidden, A, Y) with
+    hidden the causal mask (True: a key the query may not see), A the weights, Y the outputs."""
+    # BEGIN SOLUTION demo_causal_self_attention
+    T, d_k = Q.shape
+    scores = Q @ K.T / np.sqrt(d_k)  # (T, T)
+    hidden = causal_mask(T)  # True above the diagonal: the future
+    A = scores.softmax(axis=-1, mask=hidden)  # rows sum to 1 over visible tokens
+    Y = A @ V  # (T, d_k)
+    return scores, hidden, A, Y
+    # END SOLUTION
+
+
 # %%
 checks = Checks()
 rng = np.random.default_rng(0)
@@ -31,13 +44,8 @@ Q, K, V = X @ W_Q, X @ W_K, X @ W_V  # (6, 4) each
 # Scores, mask, weights, outputs
 
 # %%
-# BEGIN SOLUTION demo_causal_self_attention
-scores = Q @ K.T / np.sqrt(d_k)  # (6, 6)
-hidden = causal_mask(T)  # True above the diagonal: the future
+scores, hidden, A, Y = causal_self_attention(Q, K, V)  # (6, 6), (6, 6), (6, 6), (6, 4)
 M = np.where(hidden, -np.inf, 0.0)
-A = scores.softmax(axis=-1, mask=hidden)  # rows sum to 1 over visible tokens
-Y = A @ V  # (6, 4)
-# END SOLUTION
 
 checks("each row of A sums to 1", np.allclose(A.data.sum(axis=1), 1))
 checks("the first token attends only to itself", A.data[0, 0] == 1.0)

@@ -18,6 +18,21 @@ from models.transformer import GPT
 
 from demos._common import QUICK, Checks, plt, save
 
+GROUPED_KV_HEADS, LATENT, ROPE = 8, 512, 64  # the seed's grouped-query and latent (MLA) set-ups
+
+
+def cache_sizes(layers, heads, d_head):
+    """Bytes the cache holds per token in 16-bit numbers, for `layers` layers of `heads` query
+    heads of width d_head, by way of sharing keys and values: {name: bytes}."""
+    # BEGIN SOLUTION demo_kv_cache
+    return {
+        f"multi-head ({heads} KV heads)": KVCache.bytes_per_token(layers, heads * d_head),
+        f"grouped-query ({GROUPED_KV_HEADS} KV heads)": KVCache.bytes_per_token(layers, GROUPED_KV_HEADS * d_head),
+        "multi-query (1 KV head)": KVCache.bytes_per_token(layers, 1 * d_head),
+        f"latent ({LATENT} + {ROPE} numbers, MLA)": layers * (LATENT + ROPE) * 2,
+    }
+    # END SOLUTION
+
 
 # %%
 checks = Checks()
@@ -70,14 +85,7 @@ checks("at the longest context the cache makes a token cheaper", cached_ms[-1] <
 
 # %%
 layers, d, heads, d_head = 80, 8192, 64, 128
-# BEGIN SOLUTION demo_kv_cache
-per_token = {
-    "multi-head (64 KV heads)": KVCache.bytes_per_token(layers, heads * d_head),
-    "grouped-query (8 KV heads)": KVCache.bytes_per_token(layers, 8 * d_head),
-    "multi-query (1 KV head)": KVCache.bytes_per_token(layers, 1 * d_head),
-    "latent (512 + 64 numbers, MLA)": layers * (512 + 64) * 2,
-}
-# END SOLUTION
+per_token = cache_sizes(layers, heads, d_head)
 full = per_token["multi-head (64 KV heads)"]
 print(f"cache per token, 80 layers of width 8,192: {full / 1e6:.1f} MB; at 32,768 tokens: {full * 32768 / 1e9:.0f} GB")
 for name, size in per_token.items():

@@ -15,6 +15,13 @@ from models.attention import MultiHeadAttention, causal_mask
 from demos._common import Checks, plt, save
 
 
+def count_by_hand(d):
+    """The number of weights and biases of nn.MultiheadAttention(d, heads), as a function of d."""
+    # BEGIN SOLUTION demo_multihead
+    return 4 * d * d + 4 * d  # W_Q, W_K, W_V and W_O (d x d each), and their four biases
+    # END SOLUTION
+
+
 # %%
 checks = Checks()
 B, T, d, h = 2, 5, 16, 4
@@ -51,9 +58,7 @@ x2[:, 3:] = rng.standard_normal((B, T - 3, d))  # change the last two tokens
 same = np.allclose(self_attention(x, causal).data[:, :3], self_attention(x2, causal).data[:, :3], atol=1e-6)
 checks("with a causal mask, outputs 0-2 ignore tokens 3-4", same)
 n = mha.num_parameters()
-# BEGIN SOLUTION demo_multihead
-by_hand = 4 * d * d + 4 * d  # W_Q, W_K, W_V and W_O (d x d each), and their four biases
-# END SOLUTION
+by_hand = count_by_hand(d)
 print(f"parameters: {n}; counted by hand: {by_hand}")
 checks("1,088 parameters, as the count by hand says", n == 1088 == by_hand)
 

@@ -29,6 +29,17 @@ def jacobian_norm(p):
     # END SOLUTION
 
 
+def score_statistics(s, d):
+    """For dot-product scores s (queries, keys) of width d: (variance of the scores, the same scaled
+    by 1/sqrt(d), the largest softmax weight averaged over queries unscaled and scaled, the
+    softmax Jacobian norm unscaled and scaled), softmax along the keys."""
+    # BEGIN SOLUTION demo_scaling
+    p_raw, p_scaled = s.softmax(axis=-1).data, (s / np.sqrt(d)).softmax(axis=-1).data
+    return (s.data.var(), (s.data / np.sqrt(d)).var(), p_raw.max(-1).mean(), p_scaled.max(-1).mean(),
+            jacobian_norm(p_raw), jacobian_norm(p_scaled))
+    # END SOLUTION
+
+
 # %%
 checks = Checks()
 rng = np.random.default_rng(0)
@@ -38,10 +49,7 @@ for d in WIDTHS:
     q = mt.tensor(rng.standard_normal((200, 1, d)))
     k = mt.tensor(rng.standard_normal((200, 100, d)))
     s = (q * k).sum(axis=-1)  # (200, 100) dot products
-    # BEGIN SOLUTION demo_scaling
-    p_raw, p_scaled = s.softmax(axis=-1).data, (s / np.sqrt(d)).softmax(axis=-1).data
-    row = (s.data.var(), (s.data / np.sqrt(d)).var(), p_raw.max(-1).mean(), p_scaled.max(-1).mean(), jacobian_norm(p_raw), jacobian_norm(p_scaled))
-    # END SOLUTION
+    row = score_statistics(s, d)
     rows[d] = row
     seed = SEED_TABLE[d]
     print(f"d_k = {d:4d}: variance of scores {row[0]:6.1f} -> {row[1]:.2f}; largest weight {row[2]:.2f} -> {row[3]:.2f};"

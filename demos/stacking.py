@@ -23,6 +23,16 @@ def self_attention(X, W_q, W_k, W_v):
     return A, A @ (X @ W_v)
 
 
+def collapse(A1, A2, W_v1, W_v2):
+    """The one layer that two stacked layers without a nonlinearity amount to: (alpha*, Wv*) with
+    Y2 = alpha* X Wv*, from layer 1's and layer 2's weights A1, A2 and value maps W_v1, W_v2."""
+    # BEGIN SOLUTION demo_stacking
+    A_star = A2 @ A1  # (T, T)
+    W_star = W_v1 @ W_v2
+    return A_star, W_star
+    # END SOLUTION
+
+
 # %%
 checks = Checks()
 rng = np.random.default_rng(0)
@@ -33,10 +43,7 @@ layer2 = [mt.tensor(rng.standard_normal((d, d)) / np.sqrt(d)) for _ in range(3)]
 
 A1, H = self_attention(X, *layer1)  # layer 1
 A2, Y2 = self_attention(H, *layer2)  # layer 2 reads layer 1's output
-# BEGIN SOLUTION demo_stacking
-A_star = A2 @ A1  # (T, T)
-W_star = layer1[2] @ layer2[2]  # Wv1 Wv2
-# END SOLUTION
+A_star, W_star = collapse(A1, A2, layer1[2], layer2[2])
 one_layer = A_star @ (X @ W_star)
 checks("two stacked attention layers equal one layer with weights alpha* and value map Wv*", np.allclose(Y2.data, one_layer.data))
 checks("alpha* is still a row-stochastic mixing matrix", np.allclose(A_star.data.sum(axis=1), 1) and np.all(A_star.data >= 0))

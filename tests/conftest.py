@@ -21,3 +21,13 @@ settings.load_profile("minitensor")
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+if not os.environ.get("MINITENSOR_GRADER"):  # under `grade`, the grader's plugin provides `student`
+
+    @pytest.fixture
+    def student():
+        """The graded tests' way to the code under test: here, this repository's, in this process."""
+        from minitensor.homework.student import InProcessStudent
+
+        return InProcessStudent()

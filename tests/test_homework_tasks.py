@@ -1,234 +1,155 @@
 """The homework's graded tests, one group per task, in the order of minitensor.homework.TASKS.
 
-Each task's tests use only that task and the tasks before it (tests/test_homework.py checks
-this by grading copies with only the first k tasks solved). They compare with PyTorch or with
-a formula, never with stored outputs, so they do not depend on the order in which a student
-creates layers or draws random numbers.
+Each test runs the student's code through the `student` fixture: a `probe_*` function below is
+sent to the student's side (under `grade`, a worker process of the task's own; in the test
+suite, this process), runs the student's code on arrays this test drew, and sends back plain
+arrays. The test then compares them here, with PyTorch in float64 or with a measurement
+(tests/_grading.py): nothing that judges runs where the student's code runs, and no reference
+comes from the copy. Each task's tests use only that task and the tasks before it
+(tests/test_homework.py checks this). Inputs are drawn afresh on every run, so no stored answer
+passes.
 """
-
-import math
-import types
 
 import numpy as np
 import pytest
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
-import minitensor as mt
-from minitensor import autograd
-from minitensor.backends import numpy_backend
-from minitensor.testing import assert_matches_torch
+from _grading import array_of, assert_close, assert_matches, attention, lower_triangle, torch_expression
 
 task = pytest.mark.task
-rng = np.random.default_rng
 
 
-# 1 -------------------------------------------------------------------------
-@task("topological_order")
-def test_consumers_come_before_their_inputs():
-    x = mt.tensor([1.0, 2.0], requires_grad=True)
+def rng():
+    return np.random.default_rng()
+
+
+# Probes: each runs on the student's side, imports what it uses, returns plain values.
+
+
+def probe_expression(expression, inputs, upstream, imports=(), backend="numpy"):
+    """`expression` over minitensor tensors of the named inputs, then backward(upstream)."""
+    import importlib
+
+    import numpy as np
+
+    import minitensor as mt
+
+    names = {"np": np, "mt": mt}
+    for spec in imports:
+        module, name = spec.split(":")
+        names[name] = getattr(importlib.import_module(module), name)
+    with mt.use_backend(backend):
+        tensors = {name: mt.tensor(array, requires_grad=array.dtype.kind == "f") for name, array in inputs.items()}
+        out = eval(expression, names, dict(tensors))
+        out.backward(upstream)
+    answer = {"out": out.data}
+    answer.update({f"d{name}": t.grad for name, t in tensors.items() if t.requires_grad})
+    return answer
+
+
+def probe_topological_order(graph):
+    """Build the graph (each node: an op over earlier nodes, node 0 the leaf), order it."""
+    import numpy as np
+
+    import minitensor as mt
+    from minitensor import autograd
+
+    values = [mt.tensor(np.array([1.0, 2.0]), requires_grad=True)]
+    for op, left, right in graph:
+        a, b = values[left], values[right]
+        values.append({"add": lambda: a + b, "mul": lambda: a * b, "neg": lambda: -a}[op]())
+    nodes = {id(value.grad_fn): number for number, value in enumerate(values) if value.grad_fn is not None}
+    order = autograd.topological_order(values[-1].grad_fn)
+    return [nodes.get(id(node), -1) for node in order]
+
+
+def probe_chain_and_diamond(length):
+    import numpy as np
+
+    import minitensor as mt
+
+    x = mt.tensor(np.array([1.0, 2.0]), requires_grad=True)
     a = -x
-    b = a + x
-    c = b + a  # a is used twice: by b and by c
-    order = autograd.topological_order(c.grad_fn)
-    position = {node: i for i, node in enumerate(order)}
-    assert len(order) == 3
-    for node in order:
-        for edge in node.edges:
-            if isinstance(edge, autograd.Context):
-                assert position[node] < position[edge]
-
-
-@task("topological_order")
-def test_a_diamond_and_a_long_chain_backpropagate():
-    x = mt.tensor([1.0, 2.0], requires_grad=True)
-    a = -x
-    c = (a + x) + a  # = -x
-    c.backward(np.ones(2))
-    np.testing.assert_array_equal(x.grad, [-1.0, -1.0])
-    y = mt.tensor(1.0, requires_grad=True)
+    ((a + x) + a).backward(np.ones(2))
+    y = mt.tensor(np.array(1.0), requires_grad=True)
     z = y
-    for _ in range(20_000):
+    for _ in range(length):
         z = z + 1.0
     z.backward()
-    assert y.grad == 1.0
+    return {"diamond": x.grad, "chain": y.grad}
 
 
-# 2 -------------------------------------------------------------------------
-@task("elementwise_backward")
-@pytest.mark.parametrize("op", ["mul", "div", "exp", "tanh"])
-def test_elementwise_backward_matches_torch(op):
-    a, b = rng(0).standard_normal((3, 4)), rng(1).uniform(0.5, 2.0, (3, 4))
-    functions = {
-        "mul": (lambda a, b: a * b, lambda a, b: a * b),
-        "div": (lambda a, b: a / b, lambda a, b: a / b),
-        "exp": (lambda a, b: a.exp() * 1.0 + b * 0.0, lambda a, b: a.exp() * 1.0 + b * 0.0),
-        "tanh": (lambda a, b: a.tanh() + b, lambda a, b: a.tanh() + b),
-    }
-    ours, theirs = functions[op]
-    assert_matches_torch(ours, theirs, a, b, rtol=1e-10, atol=1e-12)
+def probe_summed_axes(pairs):
+    from minitensor import autograd
+
+    return [list(autograd.summed_axes(tuple(big), tuple(small))) for big, small in pairs]
 
 
-# 3 -------------------------------------------------------------------------
-@task("unbroadcast")
-def test_summed_axes():
-    assert autograd.summed_axes((8, 16, 64), (64,)) == (0, 1)
-    assert autograd.summed_axes((2, 3, 4), (3, 1)) == (0, 2)
-    assert autograd.summed_axes((5,), (5,)) == ()
+def probe_central_difference(x, j, eps):
+    """The student's central difference of f(x) = sum(sin(x) * x**2) at element j."""
+    import importlib
+
+    import numpy as np
+
+    import minitensor as mt
+
+    gradcheck = importlib.import_module("minitensor.gradcheck")
+    t = mt.tensor(x.copy())
+
+    def evaluate():
+        return float(np.sum(np.sin(t.data) * t.data**2))
+
+    return {"partial": np.array(gradcheck._central_difference(t, j, evaluate, eps)), "x_after": t.data}
 
 
-@task("unbroadcast")
-@pytest.mark.parametrize("shapes", [((2, 3, 4), (4,)), ((3, 1), (1, 5)), ((2, 1, 4), (3, 1)), ((), (2, 2))])
-def test_broadcasting_gradients_match_torch(shapes):
-    a, b = rng(0).standard_normal(shapes[0]), rng(1).standard_normal(shapes[1])
-    assert_matches_torch(lambda a, b: a + b * a, lambda a, b: a + b * a, a, b, rtol=1e-10, atol=1e-12)
+def probe_causal_mask(T, S):
+    from models.attention import causal_mask
+
+    return {"mask": causal_mask(T, S)}
 
 
-# 4 -------------------------------------------------------------------------
-@task("matmul_backward")
-@pytest.mark.parametrize("shapes", [((3, 4), (4, 2)), ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (5, 4, 2)), ((4,), (4, 3)), ((2, 3, 4), (4,)), ((4,), (4,))])
-def test_matmul_backward_matches_torch(shapes):
-    a, b = rng(0).standard_normal(shapes[0]), rng(1).standard_normal(shapes[1])
-    assert_matches_torch(lambda a, b: a @ b, torch.matmul, a, b, rtol=1e-10, atol=1e-12)
+def probe_masked_attention(q, k, v, padding):
+    import minitensor as mt
+    from models.attention import scaled_dot_product_attention
 
-
-# 5 -------------------------------------------------------------------------
-@task("reductions")
-@pytest.mark.parametrize("axis, keepdims", [(None, False), (1, False), ((0, 2), True), (-1, True)])
-def test_reductions_match_torch(axis, keepdims):
-    x = rng(0).standard_normal((2, 3, 4))
-    dims = tuple(range(3)) if axis is None else axis
-    cases = [
-        (lambda t: t.sum(axis=axis, keepdims=keepdims), lambda t: t.sum(dim=dims, keepdim=keepdims)),
-        (lambda t: t.mean(axis=axis, keepdims=keepdims), lambda t: t.mean(dim=dims, keepdim=keepdims)),
-        (lambda t: t.var(axis=axis, keepdims=keepdims), lambda t: t.var(dim=dims, keepdim=keepdims, correction=0)),
-        (lambda t: t.max(axis=axis, keepdims=keepdims), lambda t: t.amax(dim=dims, keepdim=keepdims)),
-        (lambda t: t.min(axis=axis, keepdims=keepdims), lambda t: t.amin(dim=dims, keepdim=keepdims)),
-    ]
-    for ours, theirs in cases:
-        assert_matches_torch(ours, theirs, x, rtol=1e-10, atol=1e-12)
-
-
-@task("reductions")
-def test_max_shares_the_gradient_between_ties():
-    x = mt.tensor([[1.0, 3.0, 3.0]], requires_grad=True)
-    x.max(axis=1).backward(np.ones(1))
-    np.testing.assert_array_equal(x.grad, [[0.0, 0.5, 0.5]])
-
-
-# 6 -------------------------------------------------------------------------
-class _OffByTenPercent(mt.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return grad * 2.2 * x
-
-
-@task("gradcheck_central_difference")
-def test_gradcheck_passes_a_right_backward_and_fails_a_wrong_one():
-    x = mt.tensor(rng(0).standard_normal((3, 2)), requires_grad=True)
-    assert mt.gradcheck(lambda x: (x.exp() * x).sum(axis=0), x)
-    with pytest.raises(mt.GradcheckError, match="input 0"):
-        mt.gradcheck(lambda x: _OffByTenPercent.apply(x), x)
-
-
-# 7 -------------------------------------------------------------------------
-@task("softmax_backward")
-def test_softmax_backward():
-    x = rng(0).standard_normal((3, 5))
     with mt.use_backend("numpy"):
-        assert mt.gradcheck(lambda t: t.softmax(axis=-1), mt.tensor(x, requires_grad=True))
-        assert mt.gradcheck(lambda t: t.softmax(axis=0), mt.tensor(x, requires_grad=True))
-        assert_matches_torch(lambda t: t.softmax(axis=-1), lambda t: torch.softmax(t, dim=-1), x, rtol=1e-10, atol=1e-12)
+        tensors = [mt.tensor(a, requires_grad=True) for a in (q, k, v)]
+        out, weights = scaled_dot_product_attention(*tensors, mask=padding, is_causal=True, return_weights=True)
+        out.backward(v[..., :1].repeat(v.shape[-1], axis=-1) * 0 + 1.0)
+    return {"out": out.data, "weights": weights.data, "dq": tensors[0].grad, "dk": tensors[1].grad,
+            "dv": tensors[2].grad}
 
 
-# 8 -------------------------------------------------------------------------
-@task("layer_norm_backward")
-def test_layer_norm_backward():
-    from models.layernorm import LayerNormFunction
-
-    x, w, b = rng(0).standard_normal((4, 6)), rng(1).standard_normal(6), rng(2).standard_normal(6)
-    with mt.use_backend("numpy"):
-        tensors = [mt.tensor(a, requires_grad=True) for a in (x, w, b)]
-        assert mt.gradcheck(lambda x, w, b: LayerNormFunction.apply(x, w, b, eps=1e-5), *tensors)
-        assert_matches_torch(
-            lambda x, w, b: LayerNormFunction.apply(x, w, b, eps=1e-5),
-            lambda x, w, b: torch.nn.functional.layer_norm(x, (6,), w, b, eps=1e-5),
-            x, w, b, rtol=1e-9, atol=1e-11,
-        )
-
-
-# 9 -------------------------------------------------------------------------
-def _reference_attention(q, k, v, hidden):
-    """PyTorch's attention with a boolean mask (True hides a key), as NumPy arrays: (out, weights)."""
-    scores = torch.from_numpy(q) @ torch.from_numpy(k).transpose(-1, -2) / math.sqrt(q.shape[-1])
-    hide = torch.from_numpy(np.broadcast_to(hidden, scores.shape).copy())
-    weights = torch.softmax(scores.masked_fill(hide, float("-inf")), dim=-1)
-    return (weights @ torch.from_numpy(v)).numpy(), weights.numpy()
-
-
-@task("attention_masks")
-def test_causal_mask_and_masked_attention():
-    from models.attention import causal_mask, scaled_dot_product_attention
-
-    np.testing.assert_array_equal(causal_mask(3), [[False, True, True], [False, False, True], [False, False, False]])
-    q, k, v = (rng(i).standard_normal((2, 4, 3)) for i in range(3))
-    padding = np.array([False, False, False, True])  # hide key 3 from everyone
-    out, weights = scaled_dot_product_attention(mt.tensor(q), mt.tensor(k), mt.tensor(v), mask=padding, is_causal=True, return_weights=True)
-    expected_out, expected_weights = _reference_attention(q, k, v, causal_mask(4) | padding)
-    np.testing.assert_allclose(weights.data, expected_weights, atol=1e-12)
-    np.testing.assert_allclose(out.data, expected_out, atol=1e-12)
-    tensors = [mt.tensor(a, requires_grad=True) for a in (q, k, v)]
-    with mt.use_backend("numpy"):
-        assert mt.gradcheck(lambda q, k, v: scaled_dot_product_attention(q, k, v, is_causal=True, return_weights=True)[0], *tensors)
-
-
-# 10 ------------------------------------------------------------------------
-@task("multihead_split_merge")
-def test_split_and_merge_heads():
+def probe_split_merge(x, heads):
+    import minitensor as mt
     from models.attention import merge_heads, split_heads
 
-    x = mt.tensor(np.arange(2 * 3 * 8, dtype=np.float64).reshape(2, 3, 8))
-    heads = split_heads(x, 4)
-    assert heads.shape == (2, 4, 3, 2)
-    np.testing.assert_array_equal(heads.data[1, 2, 0], x.data[1, 0, 4:6])  # head 2 of token 0 = coordinates 4, 5
-    np.testing.assert_array_equal(merge_heads(heads).data, x.data)
+    split = split_heads(mt.tensor(x), heads)
+    return {"heads": split.data, "merged": merge_heads(split).data}
 
 
-@task("multihead_split_merge")
-def test_multihead_attention_matches_torch():
-    from models.attention import MultiHeadAttention
-
-    torch.manual_seed(0)
-    theirs = torch.nn.MultiheadAttention(8, 2, batch_first=True).double()
-    ours = MultiHeadAttention.from_torch(theirs)
-    x = rng(0).standard_normal((2, 5, 8))
-    assert_matches_torch(
-        lambda x: ours(x, need_weights=True)[0],
-        lambda x: theirs(x, x, x, need_weights=False)[0],
-        x, rtol=1e-9, atol=1e-11,
-    )
-
-
-# 11 ------------------------------------------------------------------------
 def _materialised_backend():
-    """The reference backend with attention computed the plain way (so that this task's tests
-    do not need the tiled kernel, a later task)."""
+    """(in a probe) The reference backend with attention computed from its definition, so that
+    the tasks before tiled_attention do not need the tiled kernel. No masks: none is needed."""
+    import types
+
+    import numpy as np
+
+    import minitensor as mt
+    from minitensor.backends import numpy_backend
 
     def attention(q, k, v, mask=None, scale=None, is_causal=False):
-        queries, keys = q.shape[-2], k.shape[-2]
-        future = np.triu(np.ones((queries, keys), dtype=bool), k=keys - queries + 1) if is_causal else False
-        out, weights = _reference_attention(q, k, v, np.logical_or(future, False if mask is None else mask))
-        return out, weights  # the weights stand in for the log-sum-exp
+        assert mask is None and not is_causal, "the materialised backend takes no mask"
+        scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+        scores = q @ np.swapaxes(k, -1, -2) * scale
+        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights /= weights.sum(axis=-1, keepdims=True)
+        return weights @ v, weights
 
     def attention_backward(q, k, v, out, weights, dout, mask=None, scale=None, is_causal=False):
-        scale = 1 / math.sqrt(q.shape[-1])
-        dweights = dout @ np.swapaxes(v, -1, -2)
-        dscores = numpy_backend.softmax_backward(weights, dweights, -1) * scale  # task softmax_backward
+        scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+        dscores = numpy_backend.softmax_backward(weights, dout @ np.swapaxes(v, -1, -2), -1) * scale
         return dscores @ k, np.swapaxes(dscores, -1, -2) @ q, np.swapaxes(weights, -1, -2) @ dout
 
     functions = {name: getattr(numpy_backend, name) for name in mt.backends.INTERFACE}
@@ -236,50 +157,473 @@ def _materialised_backend():
     return types.SimpleNamespace(**functions)
 
 
-@task("pre_norm_block")
-def test_pre_norm_block_matches_the_seeds_block():
-    from models.transformer import Block
-    from benchmarks.torch_reference import TorchBlock
+def probe_module(kind, d, heads, weights, x, upstream):
+    """A MultiHeadAttention or a pre-norm Block of the student's, with the grader's weights
+    (float64), forward on x and backward of upstream: the output, the input's and every
+    weight's gradient."""
+    import numpy as np
 
-    torch.manual_seed(0)
-    theirs = TorchBlock(8, 2).double()
-    ours = Block.from_torch(theirs)
+    import minitensor as mt
+    from models.attention import MultiHeadAttention
+    from models.transformer import Block
+
+    mt.set_default_dtype(np.float64)
+    try:
+        module = MultiHeadAttention(d, heads) if kind == "mha" else Block(d, heads)
+    finally:
+        mt.set_default_dtype(np.float32)
+    parameters = dict(module.named_parameters())
+    for name, array in weights.items():
+        parameters[name].data = array.copy()
     with mt.use_backend(_materialised_backend()):
-        assert_matches_torch(lambda x: ours(x), lambda x: theirs(x), rng(0).standard_normal((2, 4, 8)), rtol=1e-9, atol=1e-11)
+        t = mt.tensor(x, requires_grad=True)
+        out = module(t, need_weights=True)[0] if kind == "mha" else module(t)
+        out.backward(upstream)
+    answer = {"out": out.data, "dx": t.grad}
+    answer.update({f"d{name}": p.grad for name, p in parameters.items()})
+    return answer
+
+
+def probe_tiled_attention(q, k, v, mask, is_causal):
+    from minitensor.backends import numpy_backend
+
+    out, (row_max, row_sum) = numpy_backend.attention(q, k, v, mask, None, is_causal)
+    return {"out": out, "row_max": row_max, "row_sum": row_sum}
+
+
+def probe_kv_cache(d, heads, weights, x):
+    import numpy as np
+
+    import minitensor as mt
+    from models.attention import KVCache, MultiHeadAttention
+
+    mt.set_default_dtype(np.float64)
+    try:
+        mha = MultiHeadAttention(d, heads)
+    finally:
+        mt.set_default_dtype(np.float32)
+    parameters = dict(mha.named_parameters())
+    for name, array in weights.items():
+        parameters[name].data = array.copy()
+    cache = KVCache()
+    with mt.use_backend("numpy"), mt.no_grad():
+        steps = [mha(mt.tensor(x[:, t : t + 1]), is_causal=True, cache=cache).data for t in range(x.shape[1])]
+    return {"steps": np.concatenate(steps, axis=1), "length": len(cache)}
+
+
+# 1 -------------------------------------------------------------------------
+def _random_graph(generator, size):
+    """[(op, left, right)]: node i + 1 is op over two earlier nodes (some used twice)."""
+    graph = []
+    for number in range(1, size + 1):
+        left, right = generator.integers(0, number, 2)
+        graph.append((str(generator.choice(["add", "mul", "neg"])), int(left), int(right)))
+    return graph
+
+
+def _check_order(graph, order):
+    """Each node before every node it reads; every node that reaches the last one, once."""
+    reaches, stack = set(), [len(graph)]
+    while stack:
+        node = stack.pop()
+        if node in reaches or node == 0:
+            continue
+        reaches.add(node)
+        op, left, right = graph[node - 1]
+        stack += [left] if op == "neg" else [left, right]
+    assert type(order) is list and sorted(order) == sorted(reaches), (
+        f"topological_order returned nodes {order}; the nodes reachable from the output are {sorted(reaches)}")
+    position = {node: i for i, node in enumerate(order)}
+    for node in order:
+        op, left, right = graph[node - 1]
+        for source in ([left] if op == "neg" else [left, right]):
+            if source:
+                assert position[node] < position[source], (
+                    f"node {node} ({op}) reads node {source} but comes after it in the order {order}")
+
+
+@task("topological_order")
+def test_consumers_come_before_their_inputs(student):
+    diamond = [("neg", 0, 0), ("add", 1, 0), ("add", 2, 1)]  # a is used twice: by b and by c
+    _check_order(diamond, student.call(probe_topological_order, diamond))
+    generator = rng()
+    for size in (5, 12, 30):
+        graph = _random_graph(generator, size)
+        _check_order(graph, student.call(probe_topological_order, graph))
+
+
+@task("topological_order")
+def test_a_diamond_and_a_long_chain_backpropagate(student):
+    answer = student.call(probe_chain_and_diamond, 20_000)
+    assert_close("x.grad (diamond)", answer.get("diamond"), [-1.0, -1.0], 0, 0)
+    assert_close("y.grad (a 20,000-op chain)", answer.get("chain"), 1.0, 0, 0)
+
+
+# 2 -------------------------------------------------------------------------
+ELEMENTWISE = {
+    "mul": ("a * b", "a * b"),
+    "div": ("a / b", "a / b"),
+    "exp": ("a.exp() + b * 0.0", "a.exp() + b * 0.0"),
+    "tanh": ("a.tanh() + b", "a.tanh() + b"),
+}
+
+
+def _compare_expression(student, ours, theirs, inputs, imports=(), rtol=1e-9, atol=1e-11):
+    out_shape = eval(theirs, {"torch": torch, "np": np},
+                     {name: torch.tensor(array) for name, array in inputs.items()}).shape
+    upstream = rng().standard_normal(tuple(out_shape))
+    expected = torch_expression(theirs, inputs, upstream)
+    assert_matches(student.call(probe_expression, ours, inputs, upstream, imports), expected, rtol, atol)
+
+
+@task("elementwise_backward")
+@pytest.mark.parametrize("op", list(ELEMENTWISE))
+def test_elementwise_backward_matches_torch(student, op):
+    generator = rng()
+    inputs = {"a": generator.standard_normal((3, 4)), "b": generator.uniform(0.5, 2.0, (3, 4))}
+    _compare_expression(student, *ELEMENTWISE[op], inputs)
+
+
+# 3 -------------------------------------------------------------------------
+@task("unbroadcast")
+def test_summed_axes(student):
+    pairs = [((8, 16, 64), (64,)), ((2, 3, 4), (3, 1)), ((5,), (5,)), ((4, 1, 6), (1, 1, 6)), ((2, 7), ())]
+    expected = [sorted(set(range(len(big) - len(small))) | {len(big) - len(small) + i for i, n in enumerate(small)
+                                                           if n == 1 and big[len(big) - len(small) + i] != 1})
+                for big, small in pairs]
+    got = student.call(probe_summed_axes, pairs)
+    assert got == expected, f"summed_axes: yours {got}, expected {expected} for the shape pairs {pairs}"
+
+
+@task("unbroadcast")
+@pytest.mark.parametrize("shapes", [((2, 3, 4), (4,)), ((3, 1), (1, 5)), ((2, 1, 4), (3, 1)), ((), (2, 2))])
+def test_broadcasting_gradients_match_torch(student, shapes):
+    generator = rng()
+    inputs = {"a": generator.standard_normal(shapes[0]), "b": generator.standard_normal(shapes[1])}
+    _compare_expression(student, "a + b * a", "a + b * a", inputs)
+
+
+# 4 -------------------------------------------------------------------------
+@task("matmul_backward")
+@pytest.mark.parametrize("shapes", [((3, 4), (4, 2)), ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (5, 4, 2)), ((4,), (4, 3)),
+                                    ((2, 3, 4), (4,)), ((4,), (4,))])
+def test_matmul_backward_matches_torch(student, shapes):
+    generator = rng()
+    inputs = {"a": generator.standard_normal(shapes[0]), "b": generator.standard_normal(shapes[1])}
+    _compare_expression(student, "a @ b", "torch.matmul(a, b)", inputs)
+
+
+# 5 -------------------------------------------------------------------------
+@task("reductions")
+@pytest.mark.parametrize("axis, keepdims", [(None, False), (1, False), ((0, 2), True), (-1, True)])
+def test_reductions_match_torch(student, axis, keepdims):
+    inputs = {"x": rng().standard_normal((2, 3, 4))}
+    dims = tuple(range(3)) if axis is None else axis
+    for ours, theirs in [
+        (f"x.sum(axis={axis!r}, keepdims={keepdims})", f"x.sum(dim={dims!r}, keepdim={keepdims})"),
+        (f"x.mean(axis={axis!r}, keepdims={keepdims})", f"x.mean(dim={dims!r}, keepdim={keepdims})"),
+        (f"x.var(axis={axis!r}, keepdims={keepdims})", f"x.var(dim={dims!r}, keepdim={keepdims}, correction=0)"),
+        (f"x.max(axis={axis!r}, keepdims={keepdims})", f"x.amax(dim={dims!r}, keepdim={keepdims})"),
+        (f"x.min(axis={axis!r}, keepdims={keepdims})", f"x.amin(dim={dims!r}, keepdim={keepdims})"),
+    ]:
+        _compare_expression(student, ours, theirs, inputs)
+
+
+@task("reductions")
+def test_max_shares_the_gradient_between_ties(student):
+    inputs = {"x": np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]])}
+    _compare_expression(student, "x.max(axis=1)", "x.amax(dim=1)", inputs)
+
+
+# 6 -------------------------------------------------------------------------
+@task("gradcheck_central_difference")
+def test_the_central_difference_estimates_each_partial_and_restores_x(student):
+    x = rng().standard_normal((3, 2))
+    exact = torch.autograd.functional.jacobian(lambda t: (torch.sin(t) * t**2).sum(), torch.from_numpy(x)).numpy()
+    for j in range(x.size):
+        answer = student.call(probe_central_difference, x, j, 1e-5)
+        assert_close(f"the partial derivative at element {j}", answer.get("partial"), exact.reshape(-1)[j], 1e-7, 1e-8)
+        assert_close("x after the estimate (it must be left as it was)", answer.get("x_after"), x, 0, 0)
+
+
+# 7 -------------------------------------------------------------------------
+@task("softmax_backward")
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_softmax_backward(student, axis):
+    _compare_expression(student, f"x.softmax(axis={axis})", f"torch.softmax(x, dim={axis})",
+                        {"x": rng().standard_normal((3, 5))}, rtol=1e-10, atol=1e-12)
+
+
+# 8 -------------------------------------------------------------------------
+@task("layer_norm_backward")
+def test_layer_norm_backward(student):
+    generator = rng()
+    inputs = {"x": generator.standard_normal((4, 6)), "w": generator.standard_normal(6), "b": generator.standard_normal(6)}
+    _compare_expression(student, "LayerNormFunction.apply(x, w, b, eps=1e-5)",
+                        "torch.nn.functional.layer_norm(x, (6,), w, b, eps=1e-5)", inputs,
+                        imports=["models.layernorm:LayerNormFunction"], rtol=1e-9, atol=1e-11)
+
+
+# 9 -------------------------------------------------------------------------
+@task("attention_masks")
+@pytest.mark.parametrize("T, S", [(3, 3), (4, 6), (5, 5)])
+def test_the_causal_mask(student, T, S):
+    mask = array_of(student.call(probe_causal_mask, T, S), "mask", shape=(T, S), dtype=bool)
+    expected = ~lower_triangle(T, S)
+    assert np.array_equal(mask, expected), f"causal_mask({T}, {S}): yours\n{mask.astype(int)}\nexpected\n{expected.astype(int)}"
+
+
+@task("attention_masks")
+def test_masked_attention_matches_torch(student):
+    generator = rng()
+    q, k, v = (generator.standard_normal((2, 4, 3)) for _ in range(3))
+    padding = np.array([False, False, False, True])  # hide key 3 from everyone
+    hidden = ~lower_triangle(4) | padding
+    out, weights = attention(q, k, v, hidden)
+    tensors = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+    scores = tensors[0] @ tensors[1].transpose(-1, -2) / np.sqrt(3)
+    reference = torch.softmax(scores.masked_fill(torch.from_numpy(hidden), float("-inf")), dim=-1) @ tensors[2]
+    reference.backward(torch.ones_like(reference))
+    expected = {"out": out, "weights": weights, "dq": tensors[0].grad.numpy(), "dk": tensors[1].grad.numpy(),
+                "dv": tensors[2].grad.numpy()}
+    assert_matches(student.call(probe_masked_attention, q, k, v, padding), expected, 1e-9, 1e-11)
+
+
+# 10 ------------------------------------------------------------------------
+@task("multihead_split_merge")
+def test_split_and_merge_heads(student):
+    x = rng().standard_normal((2, 3, 8))
+    answer = student.call(probe_split_merge, x, 4)
+    expected = torch.from_numpy(x).unflatten(-1, (4, 2)).transpose(1, 2).numpy()  # (B, heads, T, d_head)
+    assert_close("split_heads(x, 4)", answer.get("heads"), expected, 0, 0)
+    assert_close("merge_heads(split_heads(x, 4))", answer.get("merged"), x, 0, 0)
+
+
+def _mha_weights(theirs, attribute="data"):
+    """PyTorch's nn.MultiheadAttention weights (or their gradients) under minitensor's names."""
+    get = (lambda p: p.detach().numpy().copy()) if attribute == "data" else (lambda p: p.grad.numpy().copy())
+    d = theirs.embed_dim
+    w_q, w_k, w_v = get(theirs.in_proj_weight).reshape(3, d, d)
+    b_q, b_k, b_v = get(theirs.in_proj_bias).reshape(3, d)
+    return {"w_q.weight": w_q, "w_k.weight": w_k, "w_v.weight": w_v, "w_q.bias": b_q, "w_k.bias": b_k,
+            "w_v.bias": b_v, "w_o.weight": get(theirs.out_proj.weight), "w_o.bias": get(theirs.out_proj.bias)}
+
+
+@task("multihead_split_merge")
+def test_multihead_attention_matches_torch(student):
+    theirs = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    for parameter in theirs.parameters():  # PyTorch starts the biases at 0; make every weight count
+        parameter.data = torch.randn_like(parameter) * 0.3
+    x, upstream = rng().standard_normal((2, 5, 8)), rng().standard_normal((2, 5, 8))
+    t = torch.tensor(x, requires_grad=True)
+    out = theirs(t, t, t, need_weights=False)[0]
+    out.backward(torch.from_numpy(upstream))
+    expected = {"out": out.detach().numpy(), "dx": t.grad.numpy(),
+                **{f"d{k}": v for k, v in _mha_weights(theirs, "grad").items()}}
+    assert_matches(student.call(probe_module, "mha", 8, 2, _mha_weights(theirs), x, upstream), expected, 1e-9, 1e-11)
+
+
+# 11 ------------------------------------------------------------------------
+def _torch_block(d, heads):
+    """PyTorch's own pre-norm transformer layer (norm_first=True, exact GELU, no dropout): the
+    seed's block, written by PyTorch, not by this course."""
+    return torch.nn.TransformerEncoderLayer(d, heads, dim_feedforward=4 * d, dropout=0.0, activation="gelu",
+                                            batch_first=True, norm_first=True)
+
+
+def _block_weights(theirs, attribute="data"):
+    get = (lambda p: p.detach().numpy().copy()) if attribute == "data" else (lambda p: p.grad.numpy().copy())
+    d = theirs.self_attn.embed_dim
+    w_q, w_k, w_v = get(theirs.self_attn.in_proj_weight).reshape(3, d, d)
+    b_q, b_k, b_v = get(theirs.self_attn.in_proj_bias).reshape(3, d)
+    return {"ln1.weight": get(theirs.norm1.weight), "ln1.bias": get(theirs.norm1.bias),
+            "ln2.weight": get(theirs.norm2.weight), "ln2.bias": get(theirs.norm2.bias),
+            "attn.w_q.weight": w_q, "attn.w_k.weight": w_k, "attn.w_v.weight": w_v,
+            "attn.w_q.bias": b_q, "attn.w_k.bias": b_k, "attn.w_v.bias": b_v,
+            "attn.w_o.weight": get(theirs.self_attn.out_proj.weight), "attn.w_o.bias": get(theirs.self_attn.out_proj.bias),
+            "mlp.fc1.weight": get(theirs.linear1.weight), "mlp.fc1.bias": get(theirs.linear1.bias),
+            "mlp.fc2.weight": get(theirs.linear2.weight), "mlp.fc2.bias": get(theirs.linear2.bias)}
+
+
+@task("pre_norm_block")
+def test_pre_norm_block_matches_pytorchs(student):
+    theirs = _torch_block(8, 2)
+    for parameter in theirs.parameters():  # PyTorch starts the norms at 1 and 0; make every weight count
+        parameter.data = torch.randn_like(parameter) * 0.3
+    x, upstream = rng().standard_normal((2, 4, 8)), rng().standard_normal((2, 4, 8))
+    t = torch.tensor(x, requires_grad=True)
+    out = theirs(t)
+    out.backward(torch.from_numpy(upstream))
+    expected = {"out": out.detach().numpy(), "dx": t.grad.numpy(),
+                **{f"d{k}": v for k, v in _block_weights(theirs, "grad").items()}}
+    assert_matches(student.call(probe_module, "block", 8, 2, _block_weights(theirs), x, upstream), expected, 1e-9, 1e-11)
 
 
 # 12 ------------------------------------------------------------------------
 @task("tiled_attention")
 @pytest.mark.parametrize("is_causal", [False, True])
-def test_tiled_attention_equals_the_definition(is_causal):
-    q, k, v = rng(0).standard_normal((2, 200, 4)), rng(1).standard_normal((2, 300, 4)), rng(2).standard_normal((2, 300, 3))
-    mask = rng(3).random((200, 300)) < 0.2
-    hidden = mask | (np.triu(np.ones((200, 300), dtype=bool), k=101) if is_causal else False)
-    out, (row_max, row_sum) = numpy_backend.attention(q, k, v, mask, None, is_causal)  # 300 keys: several tiles
-    lse = row_max + np.log(row_sum)
-    expected, _ = _reference_attention(q, k, v, hidden)
-    np.testing.assert_allclose(out, expected, atol=1e-10)
-    scores = np.where(hidden, -np.inf, q @ np.swapaxes(k, -1, -2) / 2.0)
-    np.testing.assert_allclose(lse, np.log(np.exp(scores).sum(axis=-1)), atol=1e-10)
-    small = [mt.tensor(a[:, :6], requires_grad=True) for a in (q, k, v)]
-    with mt.use_backend("numpy"):
-        assert mt.gradcheck(lambda q, k, v: mt.F.scaled_dot_product_attention(q, k, v, is_causal=is_causal), *small)
+def test_tiled_attention_equals_the_definition(student, is_causal):
+    generator = rng()
+    q, k, v = generator.standard_normal((2, 200, 4)), generator.standard_normal((2, 300, 4)), generator.standard_normal((2, 300, 3))
+    mask = generator.random((200, 300)) < 0.2
+    hidden = mask | (~lower_triangle(200, 300) if is_causal else False)
+    answer = student.call(probe_tiled_attention, q, k, v, mask, is_causal)  # 300 keys: several tiles
+    expected_out, _ = attention(q, k, v, hidden)
+    scores = (torch.from_numpy(q) @ torch.from_numpy(k).transpose(-1, -2) / 2.0).masked_fill(torch.from_numpy(hidden), float("-inf"))
+    assert_close("out", answer.get("out"), expected_out, 1e-9, 1e-10)
+    row_max = array_of(answer, "row_max", shape=(2, 200))
+    row_sum = array_of(answer, "row_sum", shape=(2, 200))
+    assert_close("row_max + log(row_sum) (the log-sum-exp of each row)", row_max + np.log(row_sum),
+                 torch.logsumexp(scores, dim=-1).numpy(), 1e-9, 1e-10)
 
 
 # 13 ------------------------------------------------------------------------
 @task("kv_cache")
-def test_kv_cache_generation_equals_full_attention():
-    from models.attention import KVCache, MultiHeadAttention
+def test_kv_cache_generation_equals_full_attention(student):
+    theirs = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    x = rng().standard_normal((1, 5, 8))
+    t = torch.from_numpy(x)
+    full = theirs(t, t, t, attn_mask=torch.from_numpy(~lower_triangle(5)), need_weights=False)[0].detach().numpy()
+    answer = student.call(probe_kv_cache, 8, 2, _mha_weights(theirs), x)
+    assert_close("the outputs token by token with the cache", answer.get("steps"), full, 1e-9, 1e-11)
+    assert answer.get("length") == 5, f"len(cache) after 5 tokens: yours {answer.get('length')!r}, expected 5"
 
-    mt.set_default_dtype(np.float64)
-    try:
-        mha = MultiHeadAttention(8, 2)
-    finally:
-        mt.set_default_dtype(np.float32)
-    x = mt.tensor(rng(0).standard_normal((1, 5, 8)))
-    with mt.use_backend("numpy"), mt.no_grad():
-        full = mha(x, is_causal=True).data
-        cache = KVCache()
-        steps = [mha(x[:, t : t + 1], is_causal=True, cache=cache).data for t in range(5)]
-    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-12)
-    assert len(cache) == 5
+
+# Demo tasks: the functions a demo's task asks for, on inputs drawn here --------------
+
+
+def probe_demo(name, function, *args):
+    """demos/NAME.py's FUNCTION(*args), without running the demo's experiment; tensors come
+    back as their arrays."""
+    import minitensor as mt
+
+    result = getattr(load_demo(name), function)  # noqa: F821 (the student's side provides load_demo)(*[mt.tensor(a) if hasattr(a, "dtype") and a.dtype.kind == "f" else a
+                                                  for a in args])
+
+    def plain(value):
+        if isinstance(value, mt.Tensor):
+            return value.data
+        if isinstance(value, (tuple, list)):
+            return [plain(item) for item in value]
+        if isinstance(value, dict):
+            return {key: plain(item) for key, item in value.items()}
+        return value
+
+    return plain(result)
+
+
+def _flops(function):
+    with FlopCounterMode(display=False) as counter:
+        function()
+    return counter.get_total_flops()
+
+
+@task("demo_attention_cost")
+def test_the_counts_of_a_layer_are_what_its_products_do(student):
+    generator = rng()
+    for _ in range(3):
+        T, d = int(generator.integers(2, 300)), int(generator.integers(2, 100))
+        x = torch.zeros(T, d)
+        layer = [torch.nn.Linear(d, d, bias=False) for _ in range(4)]
+        mlp = torch.nn.Sequential(torch.nn.Linear(d, 4 * d, bias=False), torch.nn.Linear(4 * d, d, bias=False))
+        weights = _flops(lambda: [linear(x) for linear in layer] + [mlp(x)])
+        attention_part = _flops(lambda: (x @ x.T) @ x)  # the scores, then the weighted sum
+        got = student.call(probe_demo, "attention_cost", "weight_operations", T, d)
+        assert got == weights, f"weight_operations({T}, {d}): yours {got}, PyTorch's products do {weights}"
+        got = student.call(probe_demo, "attention_cost", "attention_operations", T, d)
+        assert got == attention_part, f"attention_operations({T}, {d}): yours {got}, PyTorch's products do {attention_part}"
+
+
+@task("demo_attention_cost")
+def test_the_two_counts_meet_at_t_equal_6d(student):
+    for d in (16, 64, 100):
+        weights = student.call(probe_demo, "attention_cost", "weight_operations", 6 * d, d)
+        attention_part = student.call(probe_demo, "attention_cost", "attention_operations", 6 * d, d)
+        assert weights == attention_part and weights > 0, (
+            f"at T = 6d (d = {d}) the seed finds the two counts equal; yours {weights} and {attention_part}")
+
+
+@task("demo_scaling")
+def test_the_softmax_jacobian_norm(student):
+    p = torch.softmax(torch.from_numpy(rng().standard_normal((7, 5)) * 2), dim=-1).numpy()
+    norms = [torch.linalg.matrix_norm(torch.autograd.functional.jacobian(lambda z: torch.softmax(z, 0), torch.log(torch.from_numpy(row))))
+             for row in p]
+    got = student.call(probe_demo, "scaling", "jacobian_norm", p)
+    assert_close("jacobian_norm(p)", np.asarray(got) if type(got) is float else got, np.mean([n.item() for n in norms]), 1e-9, 1e-12)
+
+
+@task("demo_scaling")
+@pytest.mark.parametrize("d", [16, 256])
+def test_the_statistics_of_raw_and_scaled_scores(student, d):
+    s = rng().standard_normal((50, 40)) * np.sqrt(d)
+    raw, scaled = torch.from_numpy(s), torch.from_numpy(s) / np.sqrt(d)
+    expected = []
+    for scores in (raw, scaled):
+        expected.append(scores.var(correction=0).item())
+    for scores in (raw, scaled):
+        expected.append(torch.softmax(scores, -1).amax(-1).mean().item())
+    for scores in (raw, scaled):
+        weights = torch.softmax(scores, -1)
+        jacobians = torch.diag_embed(weights) - weights[:, :, None] * weights[:, None, :]
+        expected.append(torch.linalg.matrix_norm(jacobians).mean().item())
+    got = student.call(probe_demo, "scaling", "score_statistics", s, d)
+    names = ["variance unscaled", "variance scaled", "largest weight unscaled", "largest weight scaled",
+             "Jacobian norm unscaled", "Jacobian norm scaled"]
+    assert type(got) is list and len(got) == 6, f"score_statistics: expected 6 numbers, got {got!r}"
+    for name, mine, theirs in zip(names, got, expected):
+        assert_close(name, np.asarray(mine, dtype=float) if isinstance(mine, (int, float)) else mine, theirs, 1e-9, 1e-12)
+
+
+@task("demo_stacking")
+def test_two_layers_collapse_into_one(student):
+    generator = rng()
+    T, d = 6, 5
+    X = generator.standard_normal((T, d))
+    A1, A2 = (torch.softmax(torch.from_numpy(generator.standard_normal((T, T))), -1).numpy() for _ in range(2))
+    W1, W2 = generator.standard_normal((d, d)), generator.standard_normal((d, d))
+    answer = student.call(probe_demo, "stacking", "collapse", A1, A2, W1, W2)
+    assert type(answer) is list and len(answer) == 2, f"collapse: expected (alpha*, Wv*), got {type(answer).__name__}"
+    A_star, W_star = array_of({"a": answer[0]}, "a", (T, T)), array_of({"w": answer[1]}, "w", (d, d))
+    two_layers = A2 @ (A1 @ X @ W1) @ W2
+    assert_close("alpha* X Wv* (the one layer's output)", A_star @ X @ W_star, two_layers, 1e-9, 1e-11)
+    assert_close("the rows of alpha* (each sums to 1)", A_star.sum(axis=1), np.ones(T), 1e-9, 1e-12)
+
+
+@task("demo_multihead")
+def test_the_count_by_hand_is_nn_multiheadattentions(student):
+    for d in (16, 8, 24, 40):
+        expected = sum(p.numel() for p in torch.nn.MultiheadAttention(d, 4).parameters())
+        got = student.call(probe_demo, "multihead", "count_by_hand", d)
+        assert got == expected, f"count_by_hand({d}): yours {got!r}, nn.MultiheadAttention({d}, 4) has {expected}"
+
+
+@task("demo_causal_self_attention")
+@pytest.mark.parametrize("T", [6, 9])
+def test_the_four_panels(student, T):
+    generator = rng()
+    Q, K, V = (generator.standard_normal((T, 4)) for _ in range(3))
+    answer = student.call(probe_demo, "causal_self_attention", "causal_self_attention", Q, K, V)
+    assert type(answer) is list and len(answer) == 4, "causal_self_attention: expected (scores, hidden, A, Y)"
+    scores = torch.from_numpy(Q) @ torch.from_numpy(K).T / 2.0
+    expected_hidden = ~lower_triangle(T)
+    hidden = array_of({"hidden": answer[1]}, "hidden", (T, T), bool)
+    assert np.array_equal(hidden, expected_hidden), f"the causal mask: yours\n{hidden.astype(int)}\nexpected\n{expected_hidden.astype(int)}"
+    weights, out = attention(Q, K, V, expected_hidden)[1], attention(Q, K, V, expected_hidden)[0]
+    assert_close("scores", answer[0], scores.numpy())
+    assert_close("A (the weights)", answer[2], weights)
+    assert_close("Y (the outputs)", answer[3], out)
+
+
+KV_LABELS = ["multi-head ({heads} KV heads)", "grouped-query (8 KV heads)", "multi-query (1 KV head)",
+             "latent (512 + 64 numbers, MLA)"]
+
+
+@task("demo_kv_cache")
+def test_the_seeds_cache_sizes(student):
+    sizes = student.call(probe_demo, "kv_cache", "cache_sizes", 80, 64, 128)
+    labels = [label.format(heads=64) for label in KV_LABELS]
+    assert type(sizes) is dict and list(sizes) == labels, f"cache_sizes: expected the keys {labels}, got {sizes!r}"
+    full = sizes[labels[0]]
+    assert round(full / 1e6, 1) == 2.6, f"multi-head: {full / 1e6:.2f} MB per token; the seed says 2.6"
+    assert round(full * 32768 / 1e9) == 86, f"multi-head at 32,768 tokens: {full * 32768 / 1e9:.1f} GB; the seed says 86"
+    assert full / sizes[labels[1]] == 8, f"grouped-query: {full / sizes[labels[1]]:g}x less; the seed says 8x"

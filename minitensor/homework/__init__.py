@@ -1,0 +1,37 @@
+"""Homework: turn the solution into a student copy, grade copies task by task, bundle an autograder.
+
+    python -m minitensor.homework strip OUT                    # a student copy of this repository in OUT
+    python -m minitensor.homework grade [PATH]                 # a table of tasks; exit 1 if any fails
+    python -m minitensor.homework grade PATH --task softmax_backward -v     # one task, with its feedback
+    python -m minitensor.homework grade PATH --extra hidden/ --gradescope results.json --timeout 60
+    python -m minitensor.homework bundle autograder.zip --tasks softmax_backward layer_norm_backward
+
+Solution regions are marked in the code with a task name from TASKS, as comment lines
+
+    # BEGIN SOLUTION <task>
+    ...the solved lines...
+    # END SOLUTION
+
+`strip` (strip.py) replaces a region inside a function with `raise NotImplementedError("Task
+<task>: <hint>")`; a region of whole functions (a fast kernel, say) becomes functions of the same
+names that raise. It copies only the files git tracks.
+
+`grade` (grade.py) runs the teacher's tests in a grader process that never imports the copy:
+each test calls the student's code through the `student` fixture (student.py), which runs a
+small probe in a worker process of the task's own (sandbox.py, worker.py) and gets plain arrays
+back; the test compares them with its reference (PyTorch, or a measurement) in the grader.
+`bundle` (bundle.py) writes the Gradescope autograder: setup.sh, run_autograder, the grader and
+the tests.
+
+This package imports nothing else of minitensor, so the autograder runs it on its own.
+"""
+
+from .bundle import bundle
+from .grade import Row, find_copy, grade, run_tests, write_gradescope, _summary
+from .strip import (BEGIN, END, NOT_IN_STUDENT_COPY, STUDENT_MARK, STUDENT_README, _env_for, marked_files, regions,
+                    strip, strip_source, tasks_in)
+from .tasks import HINTS, POINTS_PER_TASK, TASK_NAMES, TASKS, HomeworkError
+
+__all__ = ["BEGIN", "END", "HINTS", "NOT_IN_STUDENT_COPY", "POINTS_PER_TASK", "STUDENT_MARK", "STUDENT_README",
+           "TASKS", "TASK_NAMES", "HomeworkError", "Row", "bundle", "find_copy", "grade", "marked_files", "regions",
+           "run_tests", "strip", "strip_source", "tasks_in", "write_gradescope", "_env_for", "_summary"]

@@ -1,0 +1,305 @@
+"""Grade: the teacher's tests, in a grader process of their own, on a copy whose code runs only in
+worker processes (sandbox.py)."""
+
+import configparser
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import NamedTuple
+
+from .sandbox import Sandbox, StudentError, WorkerDied, WorkerTimedOut, become_subreaper, kill_descendants
+from .strip import EXPECTED_FILES, SOLUTION_ROOT, STUDENT_MARK
+from .tasks import POINTS_PER_TASK, TASK_NAMES, HomeworkError, _check_tasks
+
+def _split_points(count, points):
+    """`points` split among `count` tests in steps of 0.0001, summing exactly to `points`."""
+    units = round(points * 10_000)
+    return [(units // count + (i < units % count)) / 10_000 for i in range(count)]
+
+
+class Row(NamedTuple):
+    task: str
+    passed: int
+    total: int
+    points: float
+    status: str  # "passed", "failed", "blocked by TASK", "no tests", "does not import", "not collected"
+
+
+def find_copy(path):
+    """The folder that holds the copy: `path` itself, or the one folder inside it that does (an
+    upload that kept its top folder). A missing folder or file is a HomeworkError that names it."""
+    path = pathlib.Path(path)
+    if not path.is_dir():
+        raise HomeworkError(f"grade: {path} is not a folder; "
+                            f"give the folder of a student copy (the one with minitensor/)")
+    candidates = [path] + sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+    for candidate in candidates:
+        if all((candidate / name).is_file() for name in EXPECTED_FILES):
+            return candidate.resolve()
+    missing = [name for name in EXPECTED_FILES if not (path / name).is_file()]
+    raise HomeworkError(f"grade: {path} is not a student copy: {', '.join(missing)} missing; "
+                        f"hand in the whole copy (the folder with minitensor/, models/ and demos/)")
+
+
+def _pytest_ini(tests):
+    """The teacher's pytest settings that matter for grading (markers, warnings as errors)."""
+    ini = configparser.ConfigParser()
+    for source in (tests.parent / "setup.cfg", tests / "pytest.ini"):
+        if source.exists():
+            ini.read(source)
+    section = (ini["tool:pytest"] if ini.has_section("tool:pytest")
+               else (ini["pytest"] if ini.has_section("pytest") else {}))
+    lines = ["[pytest]", "markers =", "    task(name): the homework task a test grades"]
+    if "filterwarnings" in section:
+        lines += ["filterwarnings ="] + [f"    {line.strip()}"
+                                         for line in section["filterwarnings"].strip().splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+GRADED = re.compile(r"^\s*(@pytest\.mark\.task\(|task = pytest\.mark\.task\b)|marks=pytest\.mark\.task\(", re.M)
+
+
+def _graded_files(folder):
+    """The test files with task-marked tests."""
+    return sorted(p for p in pathlib.Path(folder).rglob("test_*.py") if GRADED.search(p.read_text()))
+
+
+def probe_imports():
+    import minitensor  # noqa: F401
+    import models.attention  # noqa: F401
+    import models.layernorm  # noqa: F401
+    import models.recurrent  # noqa: F401
+    import models.transformer  # noqa: F401
+    import demos  # noqa: F401
+
+
+def _import_failure(copy, python, seconds, require_user):
+    """(None if the copy imports in a worker, else what stops it: file, line and error; the
+    sandbox's warning, if student code cannot run as a user of its own)."""
+    try:
+        sandbox = Sandbox(copy, python=python, require_user=require_user)
+    except PermissionError as error:
+        raise HomeworkError(f"grade: {error}") from None
+    try:
+        worker = sandbox.worker("import")
+        worker.call(_source_of(probe_imports), "probe_imports", seconds=seconds)
+    except StudentError as error:
+        details = error.args[0]
+        where = f"{details['where']}: " if details.get("where") else ""
+        return f"{where}{details['type']}: {details['message']}", sandbox.warning
+    except (WorkerDied, WorkerTimedOut) as error:
+        return str(error) or f"importing it took more than {seconds:g} s", sandbox.warning
+    finally:
+        sandbox.close()
+    return None, sandbox.warning
+
+
+def _source_of(function):
+    import inspect
+
+    return inspect.getsource(function)
+
+
+GRADER_PACKAGE = "minitensor_grader"  # this package, as the grader process imports it
+
+
+def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, require_user=False):
+    """Run the task-marked tests of `tests` (and `extra`, hidden) on `copy`; return the plugin's
+    results with each test's "hidden" flag, or a dict with "error" when the copy does not import.
+
+    The tests run in a grader process (pytest with plugin.py) that never imports the copy; the
+    copy's code runs in worker processes under `python` (default: this interpreter)."""
+    become_subreaper()
+    python = python or sys.executable
+    failure, warning = _import_failure(copy, python, max(timeout, 60.0), require_user)
+    if failure:
+        return {"error": f"the copy does not import: {failure}", "tests": {}, "warning": warning}
+    with tempfile.TemporaryDirectory(prefix="minitensor-grade-") as scratch:  # 0700: no worker reads it
+        scratch = pathlib.Path(scratch)
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+        shutil.copytree(tests, scratch / "tests", ignore=ignore)
+        args = [str(p) for p in _graded_files(scratch / "tests")]
+        if extra:
+            shutil.copytree(extra, scratch / "hidden", ignore=ignore)
+            args += [str(p) for p in _graded_files(scratch / "hidden")]
+        shutil.copytree(pathlib.Path(__file__).resolve().parent, scratch / "grader" / GRADER_PACKAGE, ignore=ignore)
+        (scratch / "pytest.ini").write_text(_pytest_ini(pathlib.Path(tests)))
+        results_file = scratch / "results.json"
+        env = {key: value for key, value in os.environ.items()
+               if not key.startswith(("PYTHON", "MINITENSOR_", "PYTEST_"))}
+        env.update(PYTHONPATH=str(scratch / "grader"), PYTHONDONTWRITEBYTECODE="1", MINITENSOR_GRADER="1",
+                   MINITENSOR_GRADER_RESULTS=str(results_file), MINITENSOR_GRADER_TASKS=",".join(tasks),
+                   MINITENSOR_GRADER_TIMEOUT=str(timeout), MINITENSOR_GRADER_COPY=str(copy),
+                   MINITENSOR_GRADER_PYTHON=python, MINITENSOR_GRADER_LOG=str(scratch / "workers.log"),
+                   MINITENSOR_GRADER_REQUIRE_USER="1" if require_user else "0")
+        command = [sys.executable, "-m", "pytest", *args, "-p", f"{GRADER_PACKAGE}.plugin", "-c",
+                   str(scratch / "pytest.ini"), "--rootdir", str(scratch), "-q", "-p", "no:cacheprovider",
+                   "--no-header", "-rN"]
+        limit = timeout * 20 + 120
+        try:
+            run = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=limit)
+        except subprocess.TimeoutExpired:
+            return {"error": f"the tests did not finish within {limit:g} s (a hang no per-test limit could stop)",
+                    "tests": {}}
+        finally:
+            kill_descendants()
+        if not results_file.exists():
+            tail = "\n".join((run.stdout + run.stderr).strip().splitlines()[-5:])
+            return {"error": f"the tests could not run on the copy:\n{tail}", "tests": {}}
+        results = json.loads(results_file.read_text())
+    results["warning"] = warning
+    for nodeid, entry in results["tests"].items():
+        entry["hidden"] = nodeid.startswith("hidden/")
+    return results
+
+
+def _rows(results, names):
+    per_task = {name: [] for name in names}
+    for entry in results["tests"].values():
+        per_task.setdefault(entry["task"], []).append(entry)
+    rows = []
+    for name, entries in per_task.items():
+        passed, total = sum(e["outcome"] == "passed" for e in entries), len(entries)
+        if results.get("error"):
+            status = "does not import"
+        elif not total:
+            status = "not collected" if results.get("collect_errors") else "no tests"
+        elif passed == total:
+            status = "passed"
+        else:
+            blockers = {e["blocked_by"] for e in entries if e["outcome"] != "passed"}
+            earlier = [b for b in blockers if b in TASK_NAMES and b != name
+                       and (name not in TASK_NAMES or TASK_NAMES.index(b) < TASK_NAMES.index(name))]
+            status = f"blocked by {earlier[0]}" if len(blockers) == 1 and earlier else "failed"
+        points = POINTS_PER_TASK * passed / total if total else 0.0
+        rows.append(Row(name, passed, total, points, status))
+    return rows
+
+
+def _summary(rows, results, hidden_exist):
+    if results.get("error"):
+        return results["error"]
+    if results.get("collect_errors"):
+        first = results["collect_errors"][0]
+        return f"some tests could not be collected ({first['where']}):\n{first['message']}"
+    if all(row.status == "passed" for row in rows):
+        return "public tests passed" if hidden_exist else "all tests passed"
+    return f"{sum(row.status == 'passed' for row in rows)} of {len(rows)} tasks passed"
+
+
+def grade(path=".", task=None, extra=None, stream=None, tests=None, tasks=None, timeout=60.0,
+          gradescope=None, verbose=False, hidden_exist=None, python=None, require_user=False):
+    """Grade the copy at `path` with the teacher's tests; print a table; return (ok, rows).
+
+    task / tasks    one task, or the tasks of an assignment (default: every task in TASKS)
+    extra           a folder of hidden tests (task-marked like the others)
+    tests           the teacher's tests folder (default: this repository's tests/)
+    timeout         seconds per test; a test past it fails with "timed out after N s"
+    gradescope      write Gradescope's results.json here
+    python          the interpreter student code runs under (default: this one)
+    require_user    as root, refuse to grade if student code cannot run as a user of its own
+    hidden_exist    whether hidden tests exist that this run does not show (default: `extra` was given,
+                    or the copy is a student copy); then a full pass reads "public tests passed"
+    """
+    stream = stream or sys.stdout
+    start = time.perf_counter()
+    names = [task] if task else list(tasks or TASK_NAMES)
+    _check_tasks(names, "grade --task" if task else "grade --tasks")
+    tests = pathlib.Path(tests or SOLUTION_ROOT / "tests")
+    if not tests.is_dir() or not _graded_files(tests):
+        raise HomeworkError(f"grade: {tests} holds no task-marked tests (test_*.py with @pytest.mark.task)")
+    if extra is not None:
+        extra = pathlib.Path(extra)
+        if not extra.is_dir():
+            raise HomeworkError(f"grade --extra: {extra} is not a folder of tests")
+        if not _graded_files(extra):
+            raise HomeworkError(f"grade --extra: {extra} holds no test_*.py file with @pytest.mark.task tests")
+    if gradescope is not None and not pathlib.Path(gradescope).parent.is_dir():
+        raise HomeworkError(f"grade --gradescope: the folder of {gradescope} does not exist")
+    try:
+        copy = find_copy(path)
+    except HomeworkError as error:
+        if gradescope is None:
+            raise
+        results, copy = {"error": str(error).removeprefix("grade: "), "tests": {}}, pathlib.Path(path)
+    else:
+        results = run_tests(copy, tests, extra, names, timeout, python, require_user)
+    if hidden_exist is None:
+        hidden_exist = extra is not None or (copy / STUDENT_MARK).exists()
+    rows = _rows(results, names)
+    summary = _summary(rows, results, hidden_exist)
+    shown = path if pathlib.Path(path).resolve() == pathlib.Path(copy).resolve() else copy  # as the user wrote it
+    _print_table(rows, summary, results, shown, verbose, stream)
+    if gradescope is not None:
+        write_gradescope(gradescope, results, rows, time.perf_counter() - start, hidden_exist)
+    ok = not results.get("error") and all(row.status == "passed" for row in rows)
+    return ok, rows
+
+
+def _print_table(rows, summary, results, copy, verbose, stream):
+    print(f"{'#':>3}  {'task':30}{'tests':>9}{'points':>9}  status", file=stream)
+    for number, row in enumerate(rows, 1):
+        print(f"{number:>3}  {row.task:30}{row.passed:>5}/{row.total:<3}{row.points:>9.1f}  {row.status}", file=stream)
+    earned = sum(row.points for row in rows)
+    print(f"{'':>3}  {'total':30}{'':>9}{earned:>9.1f} / {POINTS_PER_TASK * len(rows):g}", file=stream)
+    print(summary, file=stream)
+    failing = next((row for row in rows if row.status != "passed"), None)
+    if verbose:
+        for nodeid, entry in results["tests"].items():
+            if entry["outcome"] != "passed":
+                print(f"\n--- {entry['task']}: {nodeid}\n{entry['message']}", file=stream)
+    elif failing is not None and not results.get("error"):
+        print(f"to see why: python -m minitensor.homework grade {copy} --task {failing.task} -v", file=stream)
+    if results.get("warning"):
+        print(results["warning"], file=stream)
+
+
+def _test_name(nodeid, entry):
+    return f"{entry['task']}: {nodeid.split('::', 1)[-1]}" + (" (hidden)" if entry["hidden"] else "")
+
+
+def write_gradescope(path, results, rows, seconds, hidden_exist=True):
+    """Gradescope's autograder results.json: one entry per test, hidden tests shown only after
+    the grades are published (and their output with them)."""
+    shares = {row.task: _split_points(row.total, POINTS_PER_TASK) for row in rows if row.total}
+    entries = []
+    for nodeid, entry in results["tests"].items():
+        max_score = shares[entry["task"]].pop() if shares.get(entry["task"]) else 0.0
+        passed = entry["outcome"] == "passed"
+        if entry["hidden"]:  # shown after the grades are published, and even then without its message
+            output = "passed" if passed else "failed (a hidden test: its feedback is not shown)"
+        elif entry["blocked_by"] and not passed:
+            output = (f"blocked: task {entry['blocked_by']} is not solved yet, and this test needs it.\n"
+                      f"{entry['message']}")
+        else:
+            output = "passed" if passed else entry["message"]
+        entries.append({
+            "name": _test_name(nodeid, entry),
+            "score": round(max_score if passed else 0.0, 4),
+            "max_score": round(max_score, 4),
+            "output": output,
+            "visibility": "after_published" if entry["hidden"] else "visible",
+        })
+    # what students read before the grades are published: the public tests alone
+    public = dict(results, tests={n: e for n, e in results["tests"].items() if not e["hidden"]})
+    public_rows = _rows(public, [row.task for row in rows])
+    summary = _summary(public_rows, public,
+                       hidden_exist=any(e["hidden"] for e in results["tests"].values()) or hidden_exist)
+    table = "\n".join(f"{row.task}: {row.passed}/{row.total} public tests passed, {row.status}" for row in public_rows)
+    document = {
+        "score": round(sum(e["score"] for e in entries), 4),
+        "execution_time": round(seconds, 1),
+        "output": f"{summary}\n\n{table}",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": entries,
+    }
+    pathlib.Path(path).write_text(json.dumps(document, indent=1) + "\n")
+    return document
+

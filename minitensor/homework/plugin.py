@@ -1,0 +1,166 @@
+"""The pytest plugin of the grader: the teacher's tests run here, student code never does.
+
+`grade` starts pytest with this plugin (`-p minitensor_grader.plugin`) in a process that holds
+the teacher's tests, PyTorch and the comparisons, and never imports the copy. A graded test asks
+for the `student` fixture and calls the student's code through it: `student.call(probe, *args)`
+sends the probe's source and its arguments to the task's worker process (sandbox.py) and gets
+plain values back, which the test compares with its reference here. The plugin keeps the
+task-marked tests (public ones first, then hidden ones, each group in course order), gives each
+test a time limit, starts one worker per task (a fresh one for the hidden tests, after every
+public test has run), kills every worker before it writes one JSON file:
+
+    {"tests": {nodeid: {"task", "outcome", "message", "blocked_by", "seconds"}},
+     "collect_errors": [{"where", "message"}]}
+
+Settings come from the environment: MINITENSOR_GRADER_RESULTS (the file to write),
+MINITENSOR_GRADER_TASKS (comma-separated, in course order; empty: all),
+MINITENSOR_GRADER_TIMEOUT (seconds per test), MINITENSOR_GRADER_COPY (the copy's folder),
+MINITENSOR_GRADER_PYTHON (the interpreter workers run), MINITENSOR_GRADER_LOG (the workers' output),
+MINITENSOR_GRADER_REQUIRE_USER=1 (as root, refuse to run student code as root).
+"""
+
+import json
+import os
+import re
+import time
+
+import pytest
+
+from .sandbox import Sandbox, StudentError, WorkerDied, WorkerTimedOut, become_subreaper
+from .student import WorkerStudent
+
+UNSOLVED = re.compile(r"Task (\w+):")
+RESULTS = os.environ["MINITENSOR_GRADER_RESULTS"]
+ONLY = [t for t in os.environ.get("MINITENSOR_GRADER_TASKS", "").split(",") if t]
+TIMEOUT = float(os.environ.get("MINITENSOR_GRADER_TIMEOUT", "60"))
+COPY = os.environ.get("MINITENSOR_GRADER_COPY")
+PYTHON = os.environ.get("MINITENSOR_GRADER_PYTHON")
+LOG = os.environ.get("MINITENSOR_GRADER_LOG")
+REQUIRE_USER = os.environ.get("MINITENSOR_GRADER_REQUIRE_USER") == "1"
+_tests, _collect_errors = {}, []
+become_subreaper()
+
+
+def _task_of(item):
+    marker = item.get_closest_marker("task")
+    return marker.args[0] if marker and marker.args else None
+
+
+def _hidden(item):
+    return item.nodeid.startswith("hidden/")
+
+
+def pytest_collection_modifyitems(config, items):
+    kept, dropped = [], []
+    for item in items:
+        task = _task_of(item)
+        if task is None or (ONLY and task not in ONLY):
+            dropped.append(item)
+        else:
+            _tests[item.nodeid] = {"task": task, "outcome": "failed", "message": "did not run", "blocked_by": None,
+                                   "seconds": 0.0}
+            kept.append(item)
+    order = {task: number for number, task in enumerate(ONLY)}
+    kept.sort(key=lambda item: (_hidden(item), order.get(_task_of(item), len(order))))  # stable within a task
+    items[:] = kept
+    config.hook.pytest_deselected(items=dropped)
+
+
+def pytest_collectreport(report):
+    if report.failed:
+        text = report.longreprtext.strip().splitlines()
+        _collect_errors.append({"where": report.nodeid or ".", "message": "\n".join(text[-12:])})
+
+
+class _Workers:
+    """One worker per (task, hidden): the one in use is stopped before the next one starts."""
+
+    def __init__(self):
+        self.sandbox, self.key, self.worker = None, None, None
+
+    def for_item(self, item):
+        key = (_task_of(item), _hidden(item))
+        if key != self.key:
+            self.stop()
+            if self.sandbox is None:
+                self.sandbox = Sandbox(COPY, python=PYTHON, require_user=REQUIRE_USER)
+            self.key, self.worker = key, self.sandbox.worker(key[0], log=LOG)
+        return self.worker
+
+    def stop(self):
+        if self.worker is not None:
+            self.worker.stop()
+        self.key = self.worker = None
+
+    def close(self):
+        self.stop()
+        if self.sandbox is not None:
+            self.sandbox.close()
+
+
+_workers = _Workers()
+
+
+@pytest.fixture
+def student(request):
+    """The student's code, reached through a worker process: `student.call(probe, *args)`."""
+    return WorkerStudent(_workers.for_item(request.node), deadline=request.node.stash.get(_DEADLINE, None))
+
+
+_DEADLINE = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[_DEADLINE] = time.monotonic() + TIMEOUT
+
+
+def _unsolved_task(error):
+    """The task whose stub ('Task NAME: ...') this error is, or comes from."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, NotImplementedError):
+            match = UNSOLVED.match(str(error))
+            if match:
+                return match.group(1)
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _feedback(error):
+    """What the student reads: the comparison's report or the student's error, not a traceback."""
+    if isinstance(error, WorkerTimedOut):
+        return f"timed out after {TIMEOUT:g} s"
+    if isinstance(error, (WorkerDied, StudentError)):
+        return str(error)
+    message = str(error).strip()
+    name = type(error).__name__
+    text = f"{name}: {message}" if message else name
+    return text if len(text) < 4000 else text[:4000] + "\n..."
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    entry = _tests.get(item.nodeid)
+    if entry is None:
+        return
+    if call.when == "call":
+        entry["seconds"] = round(call.duration, 3)
+    if report.passed and call.when == "call" and entry["message"] == "did not run":
+        entry.update(outcome="passed", message="")
+    elif report.failed:
+        error = call.excinfo
+        entry.update(outcome="failed", message=_feedback(error.value) if error else report.longreprtext[-2000:],
+                     blocked_by=_unsolved_task(error.value) if error else None)
+    elif report.skipped and call.when in ("setup", "call"):
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
+        entry.update(outcome="failed", message="skipped: " + str(reason))
+
+
+def pytest_sessionfinish(session):
+    _workers.close()  # no student process is left when the results are written
+    with open(RESULTS, "w") as file:
+        json.dump({"tests": _tests, "collect_errors": _collect_errors, "finished": time.time()}, file)

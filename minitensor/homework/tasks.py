@@ -1,0 +1,62 @@
+"""The course: the homework's tasks in order, each with the hint its stub shows, and the points."""
+
+# The course, in order: (task, the hint a student sees in the NotImplementedError). A hint says
+# what to derive and what is at hand, never the result.
+TASKS = [
+    ("topological_order", "list the nodes reachable from the output so that each comes before the nodes it "
+                          "sends gradient to, without recursion (a 20,000-op chain must work); autograd.py"),
+    ("elementwise_backward", "derive d(output)/d(input) of Mul, Div, Exp and Tanh by hand and apply it to grad, "
+                             "using what forward saved (an array no wanted gradient reads is saved as None: mind "
+                             "ctx.needs_input_grad); ops/elementwise.py"),
+    ("unbroadcast", "compare the two shapes, aligned on the right: which axes did broadcasting add or stretch "
+                    "from size 1?; autograd.summed_axes"),
+    ("matmul_backward", "write C = A B with indices, differentiate with respect to one element of A and of B, "
+                        "and check the shapes; mind 1-D operands and shared weights; ops/linalg.py"),
+    ("reductions", "each input element's share of the reduced output: restore the reduced axes, then spread "
+                   "grad over them (Sum, Mean, Var; Max and Min between ties); ops/reduce.py"),
+    ("gradcheck_central_difference", "estimate one partial derivative from f on both sides of x (an error "
+                                     "of order eps squared), and leave x as you found it; gradcheck.py"),
+    ("demo_attention_cost", "count the multiply-adds of one layer: the projections and MLP against the scores "
+                            "and the weighted sum, as functions of T and d (seed 000, 'Efficient attention'); "
+                            "demos/attention_cost.py"),
+    ("softmax_backward", "write the Jacobian of softmax along the axis, then its product with dy without "
+                         "building the matrix; you have y and dy; backends/numpy_backend.py"),
+    ("demo_scaling", "measure, per width d_k, the statistics the seed tabulates for raw and scaled scores "
+                     "(seed 000, 'Scaled dot-product attention'); demos/scaling.py"),
+    ("layer_norm_backward", "differentiate x_hat = (x - mean) * rstd remembering that the mean and the "
+                            "variance depend on every x of the row; you have dy, x, weight, mean and rstd; "
+                            "backends/numpy_backend.py"),
+    ("attention_masks", "which (query, key) pairs may a causal model use? Build that boolean mask (True hides) "
+                        "and the masked softmax attention of the seed; models/attention.py"),
+    ("demo_stacking", "write out two attention layers without a nonlinearity and regroup the products "
+                      "(seed 001); demos/stacking.py"),
+    ("multihead_split_merge", "one (T, d_head) matrix per head from (B, T, H*d_head), and back: which axes "
+                              "move, in which order?; models/attention.py"),
+    ("pre_norm_block", "the seed's pre-norm block: each sublayer reads a normalised copy of the residual "
+                       "stream and adds its output to it; models/transformer.py"),
+    ("tiled_attention", "visit the keys a tile at a time, keeping per query only what finishes the softmax "
+                        "exactly at the end; work out how to correct it when a larger score arrives; "
+                        "backends/numpy_backend.py"),
+    ("demo_multihead", "count every weight and bias of the four projections of nn.MultiheadAttention as a "
+                       "function of d (seed 000, 'Multi-head attention'); demos/multihead.py"),
+    ("demo_causal_self_attention", "the scores, the causal mask as the seed's figure shows it, the weights and "
+                                   "the outputs (seed 000, 'Self-attention'); demos/causal_self_attention.py"),
+    ("kv_cache", "what must a decoding step remember of the tokens before it, and along which axis does it "
+                 "grow?; models/attention.py"),
+    ("demo_kv_cache", "the numbers one token adds to the cache in each layer, for each way of sharing key and "
+                      "value heads (seed 001, 'The KV cache'); demos/kv_cache.py"),
+]
+TASK_NAMES = [name for name, _ in TASKS]
+HINTS = dict(TASKS)
+POINTS_PER_TASK = 10.0
+
+
+class HomeworkError(ValueError):
+    """Bad input to strip, grade or bundle: the message names the file (and line) and the fix."""
+
+
+def _check_tasks(names, where):
+    unknown = [name for name in names if name not in HINTS]
+    if unknown:
+        raise HomeworkError(f"{where}: unknown task(s) {', '.join(map(repr, unknown))}; known: {', '.join(TASK_NAMES)}")
+

@@ -1,0 +1,202 @@
+"""The worker: the one process that runs a student's code while it is graded.
+
+The grader starts one per task (`sandbox.Worker`), in a folder that holds only the copy's
+packages, with a scrubbed environment, resource limits and, when the grader runs as root,
+another user's id. The worker imports nothing of the grader and nothing that judges: it reads a
+request (a probe's source, its name, its arguments), runs the probe on the student's code and
+writes back what the probe returned, as plain values and `.npy` arrays (never a pickle). The
+grader decides what those values are worth.
+
+This file is also the wire format both sides use (`write_message`, `read_message`), so it needs
+only the standard library and NumPy, and runs as a plain script:
+
+    python -I worker.py CODE_FOLDER TASK FD     # requests on stdin, answers on file descriptor FD
+"""
+
+import ast
+import importlib.abc
+import io
+import json
+import os
+import pathlib
+import struct
+import sys
+import traceback
+
+import numpy as np
+
+MAX_MESSAGE = 512 * 2**20  # bytes: larger answers are refused, not read
+FORBIDDEN = ("torch",)
+CODE = "/nonexistent/"  # the copy's folder in the sandbox (set by main)
+
+
+# ----------------------------------------------------------------------------
+# The wire format: a JSON header, then each array as .npy bytes (allow_pickle=False)
+# ----------------------------------------------------------------------------
+
+
+def _to_plain(value, arrays):
+    """The JSON-able skeleton of `value`, with each array replaced by its index in `arrays`."""
+    if value is None or type(value) in (bool, int, float, str):
+        return {"v": value}
+    if isinstance(value, (np.ndarray, np.generic)):
+        array = np.asarray(value)  # a subclass arrives as its plain ndarray data
+        if array.dtype.hasobject:
+            raise TypeError(f"an array of Python objects (dtype {array.dtype}) cannot be sent; send numbers")
+        arrays.append(array)
+        return {"a": len(arrays) - 1}
+    if type(value) in (list, tuple):
+        return {"l": [_to_plain(item, arrays) for item in value]}
+    if type(value) is dict and all(type(key) is str for key in value):
+        return {"d": {key: _to_plain(item, arrays) for key, item in value.items()}}
+    raise TypeError(f"a probe may return arrays, numbers, strings, None, lists and dicts with string keys; "
+                    f"got {type(value).__module__}.{type(value).__qualname__}")
+
+
+def _from_plain(skeleton, arrays):
+    if type(skeleton) is not dict or len(skeleton) != 1:
+        raise ValueError("malformed message")
+    (kind, content), = skeleton.items()
+    if kind == "v":
+        if content is not None and type(content) not in (bool, int, float, str):
+            raise ValueError("malformed message")
+        return content
+    if kind == "a":
+        return arrays[content]
+    if kind == "l":
+        return [_from_plain(item, arrays) for item in content]
+    if kind == "d":
+        return {str(key): _from_plain(item, arrays) for key, item in content.items()}
+    raise ValueError(f"malformed message: unknown kind {kind!r}")
+
+
+def encode(value):
+    """`value` as bytes: header length and array count, the JSON header, each array's .npy bytes."""
+    arrays = []
+    header = json.dumps(_to_plain(value, arrays)).encode()
+    parts = [struct.pack("<QI", len(header), len(arrays)), header]
+    for array in arrays:
+        buffer = io.BytesIO()
+        np.lib.format.write_array(buffer, array, allow_pickle=False)
+        parts += [struct.pack("<Q", buffer.tell()), buffer.getvalue()]
+    return b"".join(parts)
+
+
+def write_message(stream, value):
+    data = encode(value)
+    stream.write(struct.pack("<Q", len(data)) + data)
+    stream.flush()
+
+
+def decode(data):
+    """The value `encode` wrote. Arrays come back as plain ndarrays built here from their bytes;
+    nothing in the message can run code on the reading side."""
+    view = memoryview(data)
+    header_length, count = struct.unpack_from("<QI", view, 0)
+    offset = 12
+    skeleton = json.loads(bytes(view[offset : offset + header_length]))
+    offset += header_length
+    arrays = []
+    for _ in range(count):
+        (length,) = struct.unpack_from("<Q", view, offset)
+        offset += 8
+        arrays.append(np.lib.format.read_array(io.BytesIO(view[offset : offset + length]), allow_pickle=False))
+        offset += length
+    return _from_plain(skeleton, arrays)
+
+
+def read_message(stream):
+    """The next message from a binary stream, or None at its end."""
+    prefix = stream.read(8)
+    if len(prefix) < 8:
+        return None
+    (length,) = struct.unpack("<Q", prefix)
+    if length > MAX_MESSAGE:
+        raise ValueError(f"a message of {length} bytes is over the limit of {MAX_MESSAGE}")
+    return decode(stream.read(length))
+
+
+# ----------------------------------------------------------------------------
+# What a probe has at hand in the worker
+# ----------------------------------------------------------------------------
+
+
+def load_demo(name):
+    """The definitions of demos/NAME.py (its imports, functions, classes and constant tables)
+    without running its experiment, as a namespace: the functions a demo task asks for."""
+    import demos
+
+    path = pathlib.Path(demos.__file__).resolve().parent / f"{name}.py"
+    tree = ast.parse(path.read_text(), str(path))
+    kept = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef))
+            or isinstance(node, ast.Assign) and _is_literal(node.value)]
+    namespace = {"__name__": f"demos.{name}", "__file__": str(path)}
+    exec(compile(ast.Module(body=kept, type_ignores=[]), str(path), "exec"), namespace)
+    return type("Demo", (), {key: value for key, value in namespace.items() if not key.startswith("__")})
+
+
+def _is_literal(node):
+    try:
+        ast.literal_eval(node)
+        return True
+    except ValueError:
+        return False
+
+
+class _Refuse(importlib.abc.MetaPathFinder):
+    """Refuses the packages student code may not use while it is graded, with the rule."""
+
+    def __init__(self, task):
+        self.task = task
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in FORBIDDEN:
+            raise ImportError(f"task {self.task}: student code may not import {name.split('.')[0]} while it is "
+                              f"graded (the grader compares your code with PyTorch; your code must do the work itself)")
+        return None
+
+
+def _describe(error):
+    """What the grader is told of an exception: its type, message, the unsolved task it comes
+    from (a stub's 'Task NAME: ...'), and the student's last frame."""
+    unsolved, seen, cause = None, set(), error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, NotImplementedError) and str(cause).startswith("Task "):
+            unsolved = str(cause)
+            break
+        cause = cause.__cause__ or cause.__context__
+    frames = [(frame.filename, frame.lineno) for frame in traceback.extract_tb(error.__traceback__)
+              if frame.filename.startswith(CODE)]
+    if isinstance(error, SyntaxError) and error.filename:
+        frames.append((error.filename, error.lineno))
+    where = f"{os.path.relpath(frames[-1][0], CODE)}, line {frames[-1][1]}" if frames else ""
+    return {"type": type(error).__name__, "message": str(error)[:2000], "unsolved": unsolved, "where": where}
+
+
+def main(argv):
+    global CODE
+    code, task, descriptor = argv[1], argv[2], int(argv[3])
+    CODE = os.path.join(code, "")
+    answers = os.fdopen(descriptor, "wb")
+    requests = sys.stdin.buffer
+    os.dup2(2, 1)  # what student code prints goes to the log, never into the answers
+    sys.path[:0] = [code]
+    sys.meta_path.insert(0, _Refuse(task))
+    while True:
+        request = read_message(requests)
+        if request is None:
+            return 0
+        namespace = {"__name__": "probe", "load_demo": load_demo}
+        try:
+            exec(compile(request["source"], f"<probe {request['name']}>", "exec"), namespace)
+            answer = {"value": namespace[request["name"]](*request["args"], **request["kwargs"])}
+            data = encode(answer)
+        except BaseException as error:  # SystemExit and KeyboardInterrupt too: each is one test's failure
+            data = encode({"error": _describe(error)})
+        answers.write(struct.pack("<Q", len(data)) + data)
+        answers.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

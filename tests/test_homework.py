@@ -12,6 +12,8 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 import zipfile
 
 import pytest
@@ -19,8 +21,6 @@ import pytest
 from minitensor import homework
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from test_homework_demos import DEMO_TASKS  # noqa: E402
 
 
 def passed_tasks(rows):
@@ -58,10 +58,9 @@ def test_every_task_is_marked_in_the_code_and_has_tests():
     marked = homework.tasks_in(ROOT)
     assert set(marked) == set(homework.TASK_NAMES) and len(homework.TASKS) >= 18
     tests = (ROOT / "tests" / "test_homework_tasks.py").read_text()
-    demo_tasks = [name for name in homework.TASK_NAMES if name.startswith("demo_")]
-    assert len(demo_tasks) >= 6 and set(demo_tasks) == set(DEMO_TASKS)
+    assert len([name for name in homework.TASK_NAMES if name.startswith("demo_")]) >= 6
     for name in homework.TASK_NAMES:
-        assert f'@task("{name}")' in tests or name in DEMO_TASKS, name
+        assert f'@task("{name}")' in tests, name
 
 
 def test_hints_say_what_to_derive_not_the_result():
@@ -128,12 +127,50 @@ def test_strip_refuses_bad_input_before_writing_anything(tmp_path):
     repo = tmp_path / "repo"
     (repo / "minitensor").mkdir(parents=True)
     (repo / "minitensor" / "broken.py").write_text("def f():\n    # BEGIN SOLUTION kv_cache\n    return 1\n")
+    _commit_all(repo)
     with pytest.raises(homework.HomeworkError, match=r"minitensor/broken\.py:2: the region of task 'kv_cache' is never closed"):
         homework.strip(tmp_path / "out2", root=repo)
     assert not (tmp_path / "out2").exists()
     result = subprocess.run([sys.executable, "-m", "minitensor.homework", "strip", str(tmp_path / "o3"), "--keep", "no_such_task"],
                             capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2 and "unknown task(s) 'no_such_task'" in result.stderr and "Traceback" not in result.stderr
+
+
+def _commit_all(repo):
+    for command in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "course"]):
+        subprocess.run(["git", "-C", str(repo), *command], check=True, capture_output=True)
+
+
+def test_strip_copies_what_git_tracks_and_never_into_the_repository(tmp_path):
+    repo = tmp_path / "repo"
+    for name in ("minitensor", "models", "demos"):
+        (repo / name).mkdir(parents=True)
+        (repo / name / "__init__.py").write_text("")
+    (repo / "minitensor" / "ops.py").write_text("def f():\n    # BEGIN SOLUTION kv_cache\n    return 1\n    # END SOLUTION\n")
+    for name in ("attention", "layernorm", "transformer", "recurrent"):  # what strip checks imports
+        (repo / "models" / f"{name}.py").write_text("")
+    _commit_all(repo)
+    (repo / "hidden").mkdir()  # what a teacher keeps beside the course, untracked
+    (repo / "hidden" / "test_secret.py").write_text("SECRET")
+    (repo / "autograder.zip").write_bytes(b"PK")
+    (repo / "student").mkdir()
+    (repo / "student" / "old.txt").write_text("an earlier copy")
+    copy = homework.strip(tmp_path / "copy", root=repo)
+    assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*") if p.is_file()) == [
+        ".minitensor-student", "demos/__init__.py", "minitensor/__init__.py", "minitensor/ops.py", "models/__init__.py",
+        "models/attention.py", "models/layernorm.py", "models/recurrent.py", "models/transformer.py"]
+    assert "return 1" not in (copy / "minitensor" / "ops.py").read_text()
+    with pytest.raises(homework.HomeworkError, match=r"is inside the repository .*; write the copy outside it"):
+        homework.strip(repo / "student2", root=repo)
+    assert not (repo / "student2").exists()
+    (repo / ".git").rename(tmp_path / "git")  # not a repository: a manifest says what to copy
+    with pytest.raises(homework.HomeworkError, match="is not a git repository.*--manifest FILE"):
+        homework.strip(tmp_path / "copy2", root=repo)
+    manifest = tmp_path / "manifest.txt"
+    listed = ["minitensor/__init__.py", "demos/__init__.py"] + [str(p.relative_to(repo)) for p in (repo / "models").glob("*.py")]
+    manifest.write_text("# the course\n" + "\n".join(listed) + "\n")
+    copy = homework.strip(tmp_path / "copy3", root=repo, manifest=manifest)
+    assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*.py")) == sorted(listed)
 
 
 def _normalised(line):
@@ -189,7 +226,8 @@ def test_the_leak_test_finds_a_solved_line_pasted_into_the_readme(student, tmp_p
 def test_the_student_copy_is_what_a_student_needs(student):
     assert (student / "README.md").read_text() == (ROOT / homework.STUDENT_README).read_text()
     assert not (student / homework.STUDENT_README).exists()
-    assert (student / "minitensor" / "homework.py").read_text() == (ROOT / "minitensor" / "homework.py").read_text()
+    for path in (ROOT / "minitensor" / "homework").glob("*.py"):  # the grader, whole: students grade themselves
+        assert (student / "minitensor" / "homework" / path.name).read_text() == path.read_text()
     assert not list(student.rglob("*.egg-info")) and not (student / "demos" / "figures" / "quick").exists()
     assert json.loads((student / homework.STUDENT_MARK).read_text())["tasks_to_do"] == homework.TASK_NAMES
     numba_source = (student / "minitensor" / "backends" / "numba_backend.py").read_text()
@@ -216,9 +254,7 @@ def test_the_stripped_copy_fails_every_task_and_says_what_blocks_what(student_gr
 def test_the_solution_passes_every_task_including_every_demo_check():
     ok, rows, table = grade(ROOT)
     assert ok and passed_tasks(rows) == homework.TASK_NAMES, table
-    for task, (_, labels) in DEMO_TASKS.items():
-        assert next(row for row in rows if row.task == task).total == len(labels)
-    assert "all tests passed" in table
+    assert all(row.total >= 1 for row in rows) and "all tests passed" in table
 
 
 def test_solving_the_first_k_tasks_passes_exactly_those(tmp_path, k=3):
@@ -260,17 +296,23 @@ def test_a_copy_with_a_syntax_error_is_reported_as_such(student, tmp_path):
     assert document["score"] == 0 and "minitensor/ops/reduce.py, line 20: SyntaxError" in document["output"]
 
 
-def test_a_failed_backward_task_shows_the_gradcheck_report_not_a_traceback(tmp_path):
+def _replace_region(path, task, new_lines):
+    """Replace the solved lines of `task`'s region in `path` (a copy with the task kept)."""
+    text = path.read_text()
+    (_, first, last, _), = [r for r in homework.regions(text, str(path)) if r[0] == task]
+    lines = text.splitlines(keepends=True)
+    indent = re.match(r"\s*", lines[first - 1]).group(0)
+    path.write_text("".join(lines[:first - 1] + [indent + line + "\n" for line in new_lines] + lines[last:]))
+
+
+def test_a_failed_backward_task_names_the_worst_element_not_a_traceback(tmp_path):
     copy = homework.strip(tmp_path / "student", keep=homework.TASK_NAMES)
-    backend = copy / "minitensor" / "backends" / "numpy_backend.py"
-    source = backend.read_text()
-    right = "    return y * (dy - (dy * y).sum(axis=axis, keepdims=True))\n"
-    assert right in source
-    backend.write_text(source.replace(right, "    return y * dy\n"))
+    _replace_region(copy / "minitensor" / "backends" / "numpy_backend.py", "softmax_backward", ["return y * dy"])
     ok, rows, table = grade(copy, task="softmax_backward", verbose=True)  # what "to see why" prints
-    assert not ok and [row.task for row in rows] == ["softmax_backward"] and rows[0].total == 1 and rows[0].status == "failed"
-    assert "--- softmax_backward: tests/test_homework_tasks.py::test_softmax_backward" in table
-    assert "GradcheckError: gradcheck failed for input 0" in table and "analytic (backward)" in table
+    assert not ok and [row.task for row in rows] == ["softmax_backward"] and rows[0].total == 2
+    assert rows[0].status == "failed"
+    assert "--- softmax_backward: tests/test_homework_tasks.py::test_softmax_backward[-1]" in table
+    assert re.search(r"dx: \d+ of 15 elements differ from PyTorch's; worst dx\[\d, \d\]: yours .*, PyTorch's ", table)
     assert "Traceback" not in table and 'File "' not in table
 
 
@@ -296,13 +338,15 @@ def test_grade_rejects_bad_input_with_the_librarys_error(tmp_path):
 
 HIDDEN = (
     "import pytest\n\n"
+    "def probe_spin():\n"
+    "    while True:\n"
+    "        pass\n\n"
     "@pytest.mark.task('kv_cache')\n"
     "def test_an_instructors_extra_check():\n"
     "    assert False, 'the secret the student must not read early'\n\n"
     "@pytest.mark.task('kv_cache')\n"
-    "def test_a_student_loop_that_never_ends():\n"
-    "    while True:\n"
-    "        pass\n\n"
+    "def test_a_student_loop_that_never_ends(student):\n"
+    "    student.call(probe_spin)\n\n"
     "@pytest.mark.task('kv_cache')\n"
     "def test_a_hidden_check_that_passes():\n"
     "    assert True\n"
@@ -317,7 +361,7 @@ def hidden(tmp_path):
     return folder
 
 
-def test_a_gradescope_autograder_run_writes_a_valid_results_file(hidden, tmp_path):
+def test_a_gradescope_autograder_run_writes_a_valid_results_file(hidden, tmp_path, worker_python):
     """bundle's run_autograder, in a folder laid out as Gradescope lays it out; the teacher's
     repository is not changed by strip, grade or bundle."""
     before = _snapshot(ROOT)
@@ -326,11 +370,13 @@ def test_a_gradescope_autograder_run_writes_a_valid_results_file(hidden, tmp_pat
     with zipfile.ZipFile(archive) as zipped:
         names = zipped.namelist()
         zipped.extractall(root / "source")
-    assert {"setup.sh", "run_autograder", "requirements.txt", "grader/homework.py", "tests/test_homework_tasks.py",
-            "hidden/test_hidden.py"} <= set(names)
-    assert "torch==" in (root / "source" / "requirements.txt").read_text()
+    assert {"setup.sh", "run_autograder", "requirements-grader.txt", "requirements-student.txt",
+            "grader/minitensor_grader/plugin.py", "grader/minitensor_grader/worker.py", "tests/test_homework_tasks.py",
+            "tests/_grading.py", "hidden/test_hidden.py"} <= set(names)
+    assert "torch==" in (root / "source" / "requirements-grader.txt").read_text()
+    assert "torch" not in (root / "source" / "requirements-student.txt").read_text()
     (root / "submission").symlink_to(ROOT)  # a student who solved everything
-    env = dict(os.environ, AUTOGRADER_ROOT=str(root), PYTHON=sys.executable)
+    env = dict(os.environ, AUTOGRADER_ROOT=str(root), PYTHON=sys.executable, WORKER_PYTHON=worker_python)
     subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, check=True, timeout=600)
     document = json.loads((root / "results" / "results.json").read_text())
 
@@ -343,8 +389,9 @@ def test_a_gradescope_autograder_run_writes_a_valid_results_file(hidden, tmp_pat
     assert all("secret" not in test["output"] for test in document["tests"])  # hidden output is withheld
     assert by_name["test_a_student_loop_that_never_ends (hidden)"]["score"] == 0
     assert by_name["test_kv_cache_generation_equals_full_attention"]["score"] > 0  # graded despite the hang
-    assert by_name["test_softmax_backward"]["visibility"] == "visible"
-    assert document["score"] == sum(test["score"] for test in document["tests"]) < 20
+    assert by_name["test_softmax_backward[-1]"]["visibility"] == "visible"
+    assert document["score"] == round(sum(test["score"] for test in document["tests"]), 4) < 20
+    assert round(sum(test["max_score"] for test in document["tests"]), 4) == 20.0
     assert document["output"].startswith("public tests passed\n")  # before publication: nothing of the hidden ones
     assert "kv_cache: 1/1 public tests passed" in document["output"]
 
@@ -397,3 +444,185 @@ def test_the_cupy_backend_compiles_the_backward_kernels_only_where_their_tasks_a
     assert _cuda_kernels(stripped) == ["softmax_rows", "layer_norm_rows"]
     assert "g_xhat_mean" not in stripped and "def layer_norm_backward(*args, **kwargs):" in stripped
     assert 're.findall(r"__global__ void (\\w+)", _ROW_KERNELS)' in source  # the names compiled follow the source
+
+
+# ----------------------------------------------------------------------------
+# Cheats: each planted in a copy must score exactly what the copy earns without it
+# ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def worker_python(tmp_path_factory):
+    """An interpreter student code can run under as a user of its own: this one, or (as root,
+    when this one lives where other users cannot read, as pyenv's under /root does) Debian's
+    python3.11 with this environment's packages on its path."""
+    if os.geteuid() != 0:
+        yield sys.executable
+        return
+
+    def another_user():
+        os.setgroups([])
+        os.setgid(61999)
+        os.setuid(61999)
+
+    try:
+        if subprocess.run([sys.executable, "-I", "-c", "import numpy"], preexec_fn=another_user, cwd="/",
+                          capture_output=True).returncode == 0:
+            yield sys.executable
+            return
+    except PermissionError:
+        pass
+    system = shutil.which("python3.11", path="/usr/bin:/usr/local/bin")
+    if system is None:
+        pytest.skip("as root, no Python that another user can run (install Debian's python3.11)")
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="minitensor-worker-python-")) / "venv"  # pytest's folders are 0700
+    folder.parent.chmod(0o755)
+    subprocess.run([system, "-m", "venv", "--without-pip", str(folder)], check=True)
+    import numpy
+
+    site = pathlib.Path(numpy.__file__).resolve().parent.parent
+    (folder / "lib" / "python3.11" / "site-packages" / "worker-packages.pth").write_text(f"{site}\n")
+    yield str(folder / "bin" / "python")
+    shutil.rmtree(folder.parent, ignore_errors=True)
+
+
+CHEAT_TASKS = ["topological_order", "elementwise_backward", "softmax_backward", "demo_multihead"]
+
+CHEATS = {
+    # the grader's own pytest, made to pass every test, from the package's __init__
+    "patch pytest": "import sys\ntry:\n    import _pytest.python\n    _pytest.python.Function.runtest = lambda self: None\n"
+                    "except ImportError:\n    pass\n",
+    # every comparison helper made to pass
+    "patch numpy and the helpers": "import numpy\nnumpy.allclose = lambda *a, **k: True\n"
+                                   "numpy.testing.assert_allclose = lambda *a, **k: None\n"
+                                   "numpy.array_equal = lambda *a, **k: True\n",
+    # results files rewritten when the process ends, and by a process that outlives the grader
+    "atexit and detached rewrites": (
+        "import atexit, json, os, time\n"
+        "def _forge():\n"
+        "    for top in ('/tmp', os.environ.get('MINITENSOR_FORGE', '/tmp')):\n"
+        "        for folder, _, names in os.walk(top):\n"
+        "            for name in names:\n"
+        "                if name == 'results.json':\n"
+        "                    try:\n"
+        "                        open(os.path.join(folder, name), 'w').write(json.dumps({'score': 190, 'tests': []}))\n"
+        "                    except OSError:\n"
+        "                        pass\n"
+        "atexit.register(_forge)\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(8)\n"
+        "        _forge()\n"
+        "    os._exit(0)\n"),
+    # the grader's files read from the worker: the tests, hidden ones and results, into feedback
+    "read the grader's files": (
+        "import os\n"
+        "def _loot():\n"
+        "    found = []\n"
+        "    for folder, _, names in os.walk('/tmp'):\n"
+        "        found += [os.path.join(folder, n) for n in names if n.startswith('test_') or n == 'results.json']\n"
+        "    texts = []\n"
+        "    for path in found:\n"
+        "        try:\n"
+        "            texts.append(open(path).read())\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    return texts\n"
+        "_LOOT = _loot()\n"
+        "if any('SECRET-HIDDEN' in text for text in _LOOT):\n"
+        "    raise RuntimeError('SECRET-HIDDEN leaked')\n"),
+    # a lying ndarray subclass as every tensor's data
+    "a lying ndarray subclass": (
+        "import numpy as _np\n"
+        "class _Liar(_np.ndarray):\n"
+        "    def __eq__(self, other):\n        return _np.ones(self.shape, bool)\n"
+        "    def __array_ufunc__(self, *args, **kwargs):\n        return _np.zeros(()).view(_Liar)\n"
+        "from minitensor.backends import numpy_backend as _nb\n"
+        "_nb.softmax_backward = lambda y, dy, axis=-1: _np.zeros_like(y).view(_Liar)\n"),
+    # PyTorch's autograd doing the student's backward
+    "torch in student code": (
+        "def _torch_softmax_backward(y, dy, axis=-1):\n"
+        "    import torch\n"
+        "    t = torch.tensor(y).log().requires_grad_()\n"
+        "    torch.softmax(t, axis).backward(torch.tensor(dy))\n"
+        "    return t.grad.numpy()\n"
+        "from minitensor.backends import numpy_backend as _nb\n"
+        "_nb.softmax_backward = _torch_softmax_backward\n"),
+    # the process ended from inside one task
+    "os._exit in a task": "import minitensor.backends.numpy_backend as _nb, os\n"
+                          "_nb.softmax_backward = lambda *a, **k: os._exit(0)\n",
+}
+
+
+def _plant(copy, name):
+    init = copy / "minitensor" / "__init__.py"
+    init.write_text(init.read_text() + "\n# a cheat\n" + CHEATS[name])
+    # the copy's own references and demo code edited too: neither is what judges
+    (copy / "tests" / "_grading.py").write_text("def assert_close(*a, **k):\n    pass\n")
+    demo = copy / "demos" / "multihead.py"
+    demo.write_text(demo.read_text().replace("checks(", "(lambda *a: True)("))
+    stub = [line for line in demo.read_text().splitlines() if "NotImplementedError" in line]
+    demo.write_text(demo.read_text().replace(stub[0], "    return 1088"))  # the seed's number, for d = 16
+
+
+@pytest.fixture(scope="module")
+def cheat_base(tmp_path_factory, worker_python):
+    """A copy with the first two tasks solved, and what it earns on four tasks."""
+    copy = homework.strip(tmp_path_factory.mktemp("base") / "student", keep=CHEAT_TASKS[:2])
+    ok, rows, table = grade(copy, tasks=CHEAT_TASKS, python=worker_python, require_user=os.geteuid() == 0)
+    assert [row.points for row in rows] == [10.0, 10.0, 0.0, 0.0], table
+    return copy, rows
+
+
+@pytest.mark.parametrize("cheat", list(CHEATS))
+def test_a_planted_cheat_scores_what_the_copy_earns_without_it(cheat, cheat_base, tmp_path, worker_python, hidden):
+    if cheat == "read the grader's files" and os.geteuid() != 0:
+        pytest.skip("without root, student code runs as the grading user and can read what it can (README)")
+    base, base_rows = cheat_base
+    copy = copy_of(base, tmp_path)
+    _plant(copy, cheat)
+    (hidden / "test_hidden.py").write_text(HIDDEN.replace("the secret", "SECRET-HIDDEN"))
+    results = tmp_path / "results.json"
+    start = time.monotonic()
+    ok, rows, table = grade(copy, tasks=CHEAT_TASKS, extra=hidden, gradescope=results, python=worker_python,
+                            require_user=os.geteuid() == 0, timeout=10, verbose=True)
+    document = json.loads(results.read_text())
+    time.sleep(max(0.0, 9 - (time.monotonic() - start)))  # the detached process would have written by now
+    assert json.loads(results.read_text()) == document
+    assert [row.points for row in rows] == [row.points for row in base_rows], table
+    assert "SECRET-HIDDEN" not in results.read_text() and "SECRET-HIDDEN leaked" not in table
+    if cheat == "torch in student code":
+        assert "task softmax_backward: student code may not import torch while it is graded" in table
+    if cheat == "os._exit in a task":
+        assert "ended the grading process (exit status 0) during this test" in table
+
+
+@pytest.mark.parametrize("version, brings_python", [("3.10.12", True), ("3.11.9", False)])
+def test_setup_brings_a_python_of_311_or_newer_updates_apt_first_and_takes_pytorchs_cpu_wheel(
+        tmp_path, version, brings_python):
+    """setup.sh as far as this machine allows: on a PATH whose only python3 is a stand-in of
+    Gradescope's default image (3.10) or of a newer one, with its commands printed, not run."""
+    archive = homework.bundle(tmp_path / "autograder.zip", tasks=["softmax_backward"])
+    with zipfile.ZipFile(archive) as zipped:
+        zipped.extractall(tmp_path / "source")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("dirname", "grep"):
+        (tools / tool).symlink_to(shutil.which(tool))
+    old = version.startswith("3.10")
+    (tools / "python3").write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && echo 'Python {version}' && exit 0\n"
+                                   f"exit {1 if old else 0}\n")
+    (tools / "python3").chmod(0o755)
+    run = subprocess.run(["/bin/bash", str(tmp_path / "source" / "setup.sh")], capture_output=True, text=True,
+                         env={"PATH": str(tools), "MINITENSOR_SETUP_DRY_RUN": "1"}, timeout=60)
+    assert run.returncode == 0, run.stderr
+    commands = [line[2:] for line in run.stdout.splitlines() if line.startswith("+ ")]
+    assert commands[0] == "apt-get update"  # before any install: a fresh image has no package lists
+    assert ("add-apt-repository -y ppa:deadsnakes/ppa" in commands) == brings_python
+    python = "python3.11" if brings_python else str(tools / "python3")
+    assert f"{python} -m venv /opt/minitensor/grader" in commands and f"{python} -m venv /opt/minitensor/student" in commands
+    torch_line = next(line for line in commands if "torch==" in line)
+    assert "--index-url https://download.pytorch.org/whl/cpu" in torch_line and "torch==2.13.0" in torch_line
+    assert commands.index("apt-get install -y python3.11 python3.11-venv" if brings_python
+                          else "apt-get install -y python3-venv") > 0

@@ -229,7 +229,12 @@ def grade(path=".", task=None, extra=None, stream=None, tests=None, tasks=None, 
             raise
         results, copy = {"error": str(error).removeprefix("grade: "), "tests": {}}, pathlib.Path(path)
     else:
-        results = run_tests(copy, tests, extra, names, timeout, python, require_user)
+        try:
+            results = run_tests(copy, tests, extra, names, timeout, python, require_user)
+        except HomeworkError as error:
+            if gradescope is None:
+                raise
+            results = {"error": f"the autograder could not grade: {str(error).removeprefix('grade: ')}", "tests": {}}
     if hidden_exist is None:
         hidden_exist = extra is not None or (copy / STUDENT_MARK).exists()
     rows = _rows(results, names)

@@ -22,6 +22,7 @@ MINITENSOR_GRADER_REQUIRE_USER=1 (as root, refuse to run student code as root).
 import json
 import os
 import re
+import signal
 import time
 
 import pytest
@@ -113,6 +114,22 @@ _DEADLINE = pytest.StashKey[float]()
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     item.stash[_DEADLINE] = time.monotonic() + TIMEOUT
+
+
+def _on_alarm(signum, frame):
+    raise WorkerTimedOut()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """The time limit holds for the grader's side of a test too (a worker call stops its worker)."""
+    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, TIMEOUT + 1)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _unsolved_task(error):

@@ -167,8 +167,9 @@ class Sandbox:
     def _runs_as_uid(self):
         probe = Worker(self, "check", self.python, self.root, os.devnull)
         try:
-            return subprocess.run([self.python, "-I", "-c", "import numpy"], cwd="/", preexec_fn=probe._limits,
-                                  env=_environment(self.root, self.root), capture_output=True, timeout=120).returncode == 0
+            check = subprocess.run([self.python, "-I", "-c", "import numpy"], cwd="/", preexec_fn=probe._limits,
+                                   env=_environment(self.root, self.root), capture_output=True, timeout=120)
+            return check.returncode == 0
         except (OSError, subprocess.SubprocessError):
             return False
 

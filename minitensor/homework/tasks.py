@@ -18,18 +18,19 @@ TASKS = [
                                      "of order eps squared), and leave x as you found it; gradcheck.py"),
     ("demo_attention_cost", "count the multiply-adds of one layer: the projections and MLP against the scores "
                             "and the weighted sum, as functions of T and d (seed 000, 'Efficient attention'); "
-                            "demos/attention_cost.py"),
+                            "demos/attention_cost.py: weight_operations and attention_operations"),
     ("softmax_backward", "write the Jacobian of softmax along the axis, then its product with dy without "
                          "building the matrix; you have y and dy; backends/numpy_backend.py"),
     ("demo_scaling", "measure, per width d_k, the statistics the seed tabulates for raw and scaled scores "
-                     "(seed 000, 'Scaled dot-product attention'); demos/scaling.py"),
+                     "(seed 000, 'Scaled dot-product attention'): the softmax Jacobian of a row and its norm, "
+                     "then the six numbers of a row of the table; demos/scaling.py: jacobian_norm, score_statistics"),
     ("layer_norm_backward", "differentiate x_hat = (x - mean) * rstd remembering that the mean and the "
                             "variance depend on every x of the row; you have dy, x, weight, mean and rstd; "
                             "backends/numpy_backend.py"),
     ("attention_masks", "which (query, key) pairs may a causal model use? Build that boolean mask (True hides) "
                         "and the masked softmax attention of the seed; models/attention.py"),
     ("demo_stacking", "write out two attention layers without a nonlinearity and regroup the products "
-                      "(seed 001); demos/stacking.py"),
+                      "into one mixing matrix and one value map (seed 001); demos/stacking.py: collapse"),
     ("multihead_split_merge", "one (T, d_head) matrix per head from (B, T, H*d_head), and back: which axes "
                               "move, in which order?; models/attention.py"),
     ("pre_norm_block", "the seed's pre-norm block: each sublayer reads a normalised copy of the residual "
@@ -38,13 +39,15 @@ TASKS = [
                         "exactly at the end; work out how to correct it when a larger score arrives; "
                         "backends/numpy_backend.py"),
     ("demo_multihead", "count every weight and bias of the four projections of nn.MultiheadAttention as a "
-                       "function of d (seed 000, 'Multi-head attention'); demos/multihead.py"),
+                       "function of d (seed 000, 'Multi-head attention'); demos/multihead.py: count_by_hand"),
     ("demo_causal_self_attention", "the scores, the causal mask as the seed's figure shows it, the weights and "
-                                   "the outputs (seed 000, 'Self-attention'); demos/causal_self_attention.py"),
+                                   "the outputs, each as the seed defines it (seed 000, 'Self-attention'); "
+                                   "demos/causal_self_attention.py: causal_self_attention"),
     ("kv_cache", "what must a decoding step remember of the tokens before it, and along which axis does it "
                  "grow?; models/attention.py"),
     ("demo_kv_cache", "the numbers one token adds to the cache in each layer, for each way of sharing key and "
-                      "value heads (seed 001, 'The KV cache'); demos/kv_cache.py"),
+                      "value heads, in 16-bit numbers (seed 001, 'The KV cache'); demos/kv_cache.py: cache_sizes, "
+                      "with models/attention.py: KVCache.bytes_per_token"),
 ]
 TASK_NAMES = [name for name, _ in TASKS]
 HINTS = dict(TASKS)

@@ -14,9 +14,9 @@
 A probe is a module-level function whose source (with that of the functions of its module it
 calls) is sent to the student's side: it imports what it uses, takes and returns plain values
 (arrays, numbers, strings, lists, dicts), and has `load_demo(name)` at hand (a demo's functions
-without its experiment). Under `grade` the probe runs in the task's worker process (sandbox.py); in the test suite it runs in this process on
-this repository's code. Either way its answer crosses the same wire format, so a test sees the
-same plain arrays.
+without its experiment). Under `grade` the probe runs in the task's worker process (sandbox.py);
+in the test suite it runs in this process on this repository's code. Either way its answer
+crosses the same wire format, so a test sees the same plain arrays.
 """
 
 import inspect

@@ -86,8 +86,8 @@ def _import_failure(copy, python, seconds, require_user):
         sandbox = Sandbox(copy, python=python, require_user=require_user)
     except PermissionError as error:
         raise HomeworkError(f"grade: {error}") from None
+    worker = sandbox.worker("import")
     try:
-        worker = sandbox.worker("import")
         worker.call(_source_of(probe_imports), "probe_imports", seconds=seconds)
     except StudentError as error:
         details = error.args[0]
@@ -96,6 +96,7 @@ def _import_failure(copy, python, seconds, require_user):
     except (WorkerDied, WorkerTimedOut) as error:
         return str(error) or f"importing it took more than {seconds:g} s", sandbox.warning
     finally:
+        worker.stop()
         sandbox.close()
     return None, sandbox.warning
 
@@ -117,9 +118,6 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, requ
     copy's code runs in worker processes under `python` (default: this interpreter)."""
     become_subreaper()
     python = python or sys.executable
-    failure, warning = _import_failure(copy, python, max(timeout, 60.0), require_user)
-    if failure:
-        return {"error": f"the copy does not import: {failure}", "tests": {}, "warning": warning}
     with tempfile.TemporaryDirectory(prefix="minitensor-grade-") as scratch:  # 0700: no worker reads it
         scratch = pathlib.Path(scratch)
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -142,15 +140,21 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, requ
                    str(scratch / "pytest.ini"), "--rootdir", str(scratch), "-q", "-p", "no:cacheprovider",
                    "--no-header", "-rN"]
         limit = timeout * 20 + 120
+        output = scratch / "pytest.log"
+        with open(output, "w") as log:  # the grader starts (PyTorch loads) while the import check runs
+            run = subprocess.Popen(command, cwd=scratch, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
-            run = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=limit)
+            failure, warning = _import_failure(copy, python, max(timeout, 60.0), require_user)
+            if failure:
+                return {"error": f"the copy does not import: {failure}", "tests": {}, "warning": warning}
+            run.wait(timeout=limit)
         except subprocess.TimeoutExpired:
             return {"error": f"the tests did not finish within {limit:g} s (a hang no per-test limit could stop)",
                     "tests": {}}
         finally:
             kill_descendants()
         if not results_file.exists():
-            tail = "\n".join((run.stdout + run.stderr).strip().splitlines()[-5:])
+            tail = "\n".join(output.read_text().strip().splitlines()[-5:])
             return {"error": f"the tests could not run on the copy:\n{tail}", "tests": {}}
         results = json.loads(results_file.read_text())
     results["warning"] = warning

@@ -27,7 +27,7 @@ import time
 
 import pytest
 
-from .sandbox import Sandbox, StudentError, WorkerDied, WorkerTimedOut, become_subreaper
+from .sandbox import Sandbox, StudentError, WorkerDied, WorkerTimedOut, become_subreaper, kill_descendants
 from .student import WorkerStudent
 
 UNSOLVED = re.compile(r"Task (\w+):")
@@ -97,6 +97,7 @@ class _Workers:
         self.stop()
         if self.sandbox is not None:
             self.sandbox.close()
+        kill_descendants()  # what a worker detached came back to this process (a subreaper)
 
 
 _workers = _Workers()

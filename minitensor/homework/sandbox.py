@@ -76,16 +76,16 @@ def _processes():
     return table
 
 
-def kill_descendants(uid=None):
-    """SIGKILL every descendant of this process (and, with `uid`, every process of that user),
-    until none is left; reap them."""
+def kill_descendants(uid=None, only_uid=False):
+    """SIGKILL every descendant of this process (and, with `uid`, every process of that user;
+    with only_uid, those alone), until none is left; reap them."""
     me = os.getpid()
     for _ in range(50):
         table = _processes()
         children = {}
         for pid, (parent, _) in table.items():
             children.setdefault(parent, []).append(pid)
-        doomed, stack = set(), list(children.get(me, []))
+        doomed, stack = set(), [] if only_uid else list(children.get(me, []))
         while stack:
             pid = stack.pop()
             doomed.add(pid)
@@ -123,16 +123,29 @@ def _reap():
 
 
 def _unused_uid():
+    """A user id no account has and no process runs as, reserved (a file made with O_EXCL) so
+    that two sandboxes at once, the grader's and the import check's, never share one."""
     import pwd
 
     taken = {owner for _, owner in _processes().values()}
     for uid in range(FIRST_UID, FIRST_UID + 5000):
         try:
             pwd.getpwuid(uid)
+            continue
         except KeyError:
-            if uid not in taken:
-                return uid
+            pass
+        if uid in taken:
+            continue
+        try:
+            os.close(os.open(_reservation(uid), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            continue
+        return uid
     raise RuntimeError("no unused user id to run student code as")
+
+
+def _reservation(uid):
+    return os.path.join(tempfile.gettempdir(), f".minitensor-worker-uid-{uid}")
 
 
 class Sandbox:
@@ -186,7 +199,14 @@ class Sandbox:
         return Worker(self, task, self.python, self._home(f"home-{self.count}"), log)
 
     def close(self):
-        kill_descendants(self.uid)
+        """Kill every process of the sandbox's user (the workers and whatever they started);
+        the caller kills its own descendants (`kill_descendants`) when it is done with them."""
+        if self.uid is not None:
+            kill_descendants(self.uid, only_uid=True)
+            try:
+                os.remove(_reservation(self.uid))
+            except OSError:
+                pass
         shutil.rmtree(self.root, ignore_errors=True)
 
 

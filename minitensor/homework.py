@@ -25,6 +25,7 @@ it as a plain script beside the tests it grades with.
 
 import argparse
 import configparser
+import fnmatch
 import json
 import os
 import pathlib
@@ -97,6 +98,28 @@ STUDENT_MARK = ".minitensor-student"  # written by strip: which tasks the copy i
 EXPECTED_FILES = ("minitensor/__init__.py", "models/__init__.py", "demos/__init__.py")
 HERE = pathlib.Path(__file__).resolve().parent
 SOLUTION_ROOT = HERE.parent  # the teacher's repository (or, in an autograder bundle, its source folder)
+
+# What the student copy leaves out: paths or fnmatch patterns relative to the repository root
+# (/ as separator; `*` also matches across folders), each a file that states a task's answer
+# outside any solution region and that the copy needs neither to import nor to run its tests
+# and demos.
+NOT_IN_STUDENT_COPY = [
+    "benchmarks/block.py",  # a hand-written block: head split/merge, linear and attention backward, pre-norm
+    "benchmarks/kernels.py",  # the materialised attention backward, product by product
+    "tests/test_benchmark_block.py",  # tests benchmarks/block.py, which is not in the copy
+    "demos/figures/attention_cost.png",  # the solved demo tasks' figures: each plots the task's answer
+    "demos/figures/scaling.png",
+    "demos/figures/stacking.png",
+    "demos/figures/multihead.png",
+    "demos/figures/causal_self_attention.png",
+    "demos/figures/kv_cache.png",
+]
+
+
+def kept_out(name):
+    """Whether `name` (a path relative to the repository root) stays out of the student copy."""
+    name = pathlib.PurePath(name).as_posix()
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in NOT_IN_STUDENT_COPY)
 
 
 class HomeworkError(ValueError):
@@ -220,7 +243,7 @@ def strip(out, root=None, keep=()):
     _check_tasks(keep, "strip --keep")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise HomeworkError(f"strip: {out} exists and is not an empty folder; choose a new folder for the copy")
-    files = _files_to_copy(root)
+    files = [name for name in _files_to_copy(root) if not kept_out(name)]
     sources = {name: (root / name).read_text() for name in files
                if name.endswith(".py") and name.split("/")[0] in MARKED_FOLDERS and not name.endswith("homework.py")}
     stripped = {name: strip_source(text, keep, where=name) for name, text in sources.items()

@@ -150,7 +150,7 @@ def test_the_seeds_three_checks_and_parameter_count():
     x2[:, 3:] = np.random.default_rng(2).standard_normal((2, 2, 16))
     causal = causal_mask(5)
     np.testing.assert_allclose(ours(mt.tensor(x), mask=causal).data[:, :3], ours(mt.tensor(x2), mask=causal).data[:, :3], atol=1e-12)
-    assert MultiHeadAttention(16, 4).num_parameters() == 1088 == 4 * 16**2 + 4 * 16
+    assert MultiHeadAttention(16, 4).num_parameters() == 1088  # the seed's count
 
 
 def test_need_weights_path_equals_the_fused_path(float64):

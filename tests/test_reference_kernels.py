@@ -12,6 +12,7 @@ import pytest
 
 import minitensor as mt
 from minitensor.backends import numpy_backend as reference
+from models.attention import causal_mask
 
 
 def composed_softmax(x, axis, hidden=None):
@@ -80,7 +81,7 @@ def test_reference_tiled_attention_equals_materialised_attention(tq, mask_kind, 
     elif mask_kind == "float":
         mask = bias = rng.standard_normal((tq, TK))
     if is_causal:
-        hidden |= np.triu(np.ones((tq, TK), dtype=bool), k=TK - tq + 1)
+        hidden |= causal_mask(tq, TK)
 
     qt, kt, vt = (mt.tensor(a, requires_grad=True) for a in (q, k, v))
     expected = materialised_attention(qt, kt, vt, hidden, mt.tensor(bias))

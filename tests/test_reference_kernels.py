@@ -1,7 +1,7 @@
 """The NumPy reference kernels against the definitions they implement, each under its own name.
 
 test_backends.py holds every other backend against the reference, so a broken reference
-(a softmax backward without its dot term, tiled attention without its rescale) fails there
+(a wrong softmax backward, or tiled attention that mishandles a later tile) fails there
 as a Numba failure and blames the wrong kernel. Here the reference meets the composed
 definition: the engine differentiating exp, sum, division and matmul, which never call a
 backend kernel. Attention runs over more than one tile of keys (KEY_TILE), where the online

@@ -321,6 +321,9 @@ def load_torch_gpt(ours, theirs):
     state = {}
     for name, value in theirs.state_dict().items():
         array = value.numpy()
+        for torch_name, seed_name in ((".self_attn.", ".attn."), (".norm1.", ".ln1."), (".norm2.", ".ln2."),
+                                      (".linear1.", ".mlp.0."), (".linear2.", ".mlp.2.")):
+            name = name.replace(torch_name, seed_name)  # TorchBlock is PyTorch's encoder layer: the seed's names
         if name.endswith("attn.in_proj_weight"):
             prefix = name[: -len("in_proj_weight")]
             for part, chunk in zip("qkv", np.split(array, 3)):

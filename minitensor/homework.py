@@ -107,6 +107,7 @@ NOT_IN_STUDENT_COPY = [
     "benchmarks/block.py",  # a hand-written block: head split/merge, linear and attention backward, pre-norm
     "benchmarks/kernels.py",  # the materialised attention backward, product by product
     "tests/test_benchmark_block.py",  # tests benchmarks/block.py, which is not in the copy
+    "tests/test_homework_leaks.py",  # the leak test: its patterns spell out the answers it looks for
     "demos/figures/attention_cost.png",  # the solved demo tasks' figures: each plots the task's answer
     "demos/figures/scaling.png",
     "demos/figures/stacking.png",

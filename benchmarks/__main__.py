@@ -1,9 +1,12 @@
 """python -m benchmarks [NAME ...]: run the benchmarks (all by default) and print their ratios."""
 
 import importlib
+import pathlib
 import sys
 
-BENCHMARKS = ["overhead", "kernels", "block", "train"]
+HERE = pathlib.Path(__file__).resolve().parent
+# block and kernels are not in a student copy (minitensor.homework.NOT_IN_STUDENT_COPY): run those present
+BENCHMARKS = [name for name in ["overhead", "kernels", "block", "train"] if (HERE / f"{name}.py").exists()]
 
 
 def main(argv):

@@ -8,19 +8,22 @@ import torch
 from torch import nn
 
 
-class TorchBlock(nn.Module):
-    """The seed's pre-normalization block: x + attention(LN(x)), then x + MLP(LN(x))."""
+class TorchBlock(nn.TransformerEncoderLayer):
+    """The seed's pre-normalization block: PyTorch's own encoder layer with norm_first=True,
+    an MLP of width 4d with GELU, and no dropout. It answers to the seed's names (ln1, ln2,
+    attn, and mlp[0], mlp[2] for the MLP's two linear layers), which Block.from_torch reads."""
 
     def __init__(self, d, heads):
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        super().__init__(d, heads, dim_feedforward=4 * d, dropout=0.0, activation="gelu", batch_first=True,
+                         norm_first=True)
+
+    ln1 = property(lambda self: self.norm1)
+    ln2 = property(lambda self: self.norm2)
+    attn = property(lambda self: self.self_attn)
+    mlp = property(lambda self: (self.linear1, self.activation, self.linear2))
 
     def forward(self, x, mask=None):
-        a = self.ln1(x)
-        x = x + self.attn(a, a, a, attn_mask=mask, need_weights=False)[0]
-        return x + self.mlp(self.ln2(x))
+        return super().forward(x, src_mask=mask)
 
 
 class TorchGPT(nn.Module):

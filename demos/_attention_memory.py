@@ -7,11 +7,12 @@ import time
 import numpy as np
 
 from minitensor.backends import numba_backend, numpy_backend
+from models.attention import causal_mask
 
 
 def materialised(q, k, v):
     scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])  # (..., T, T): every score at once
-    causal = np.triu(np.ones(scores.shape[-2:], dtype=bool), k=1)
+    causal = causal_mask(*scores.shape[-2:])
     return numpy_backend.softmax(scores, -1, causal) @ v
 
 

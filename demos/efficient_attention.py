@@ -1,9 +1,9 @@
 # %% [markdown]
 # # Exact attention with less memory, and linear attention (seed 000, "Efficient attention").
 #
-# Tiled attention visits the keys in blocks and keeps, for every query, a running maximum, a
-# running normaliser and a running weighted sum: the exact result, holding T x tile scores
-# (16,384) instead of T x T (65,536). Causal linear attention's recurrence with a d x d state
+# Tiled attention visits the keys in blocks and keeps, for every query, just enough to finish the
+# softmax at the end (the homework task tiled_attention): the exact result, holding T x tile
+# scores (16,384) instead of T x T (65,536). Causal linear attention's recurrence with a d x d state
 # equals its parallel form. The figure: time and peak memory against T for the materialised
 # kernel, the tiled NumPy reference and the fused Numba kernel (which takes a block of 128
 # queries against all their keys up to 2,048 keys, and tiles beyond).
@@ -23,7 +23,11 @@ from demos._common import QUICK, Checks, plt, save
 
 
 def tiled_attention(q, k, v, tile):
-    """The seed's loop, in minitensor: the online softmax over blocks of keys."""
+    """The seed's loop, in minitensor: the online softmax over blocks of keys (q, k, v of
+    shape (T, d); the homework task tiled_attention, as in backends/numpy_backend.py)."""
+    # BEGIN SOLUTION tiled_attention
+    # A running maximum m, normaliser l and weighted sum acc per query; a larger maximum
+    # rescales what was accumulated so far.
     T, d = q.shape
     m = mt.full((T, 1), -np.inf, dtype=np.float64)
     l = mt.zeros(T, 1, dtype=np.float64)
@@ -37,6 +41,7 @@ def tiled_attention(q, k, v, tile):
         acc = acc * rescale + p @ v[j : j + tile]
         m = m_new
     return acc / l
+    # END SOLUTION
 
 
 def measure_in_fresh_process(method, T):

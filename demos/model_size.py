@@ -70,12 +70,12 @@ checks("a forward pass costs 2N per token in the blocks (+ 2dV in the output lay
 # Where the parameters are
 
 # %%
-parts = {
-    "token embedding (tied with the output)": V * d,
-    "position embedding": C * d,
-    "attention (4 d^2 + 4 d per block)": L * (4 * d * d + 4 * d),
-    "MLP (8 d^2 + 5 d per block)": L * (8 * d * d + 5 * d),
-    "layer norms": L * 4 * d + 2 * d,
+parts = {  # counted from the model's modules (counting attention's by hand is demos/multihead.py's task)
+    "token embedding (tied with the output)": model.tok.num_parameters(),
+    "position embedding": model.pos.num_parameters(),
+    "attention (W_Q, W_K, W_V, W_O and their biases)": sum(b.attn.num_parameters() for b in model.blocks),
+    "MLP": sum(b.mlp.num_parameters() for b in model.blocks),
+    "layer norms": sum(b.ln1.num_parameters() + b.ln2.num_parameters() for b in model.blocks) + model.ln.num_parameters(),
 }
 checks("the parts add up", sum(parts.values()) == n)
 fig, ax = plt.subplots(figsize=(9, 3.2), layout="constrained")

@@ -14,7 +14,7 @@ from models.transformer import Block
 
 def main(path="block_backward.html", predict=False, check=False):
     mt.manual_seed(0)
-    block = Block(16, 4)  # pre-norm: H = X + MHA(LN(X)), X' = H + MLP(LN(H))
+    block = Block(16, 4)  # a pre-norm block
     for name, parameter in block.named_parameters():
         parameter.name = name  # the page labels each parameter with it
     x = mt.tensor(np.random.default_rng(0).standard_normal((1, 8, 16)), requires_grad=True, name="x")

@@ -8,19 +8,18 @@ The picture
 Every differentiable op is a `Function` subclass with two static methods on
 plain arrays, side by side::
 
-    class Exp(Function):
+    class Log(Function):
         @staticmethod
         def forward(ctx, x):           # x: an array
-            y = np.exp(x)
-            ctx.save_for_backward(y)   # what backward will need
-            return y
+            ctx.save_for_backward(x)   # what backward will need
+            return np.log(x)
 
         @staticmethod
         def backward(ctx, grad):       # grad = dL/dy, same shape as y
-            (y,) = ctx.saved_tensors
-            return grad * y            # dL/dx = dL/dy * dy/dx
+            (x,) = ctx.saved_tensors
+            return grad / x            # dL/dx = dL/dy * dy/dx, dy/dx = 1/x
 
-`Exp.apply(t)` runs `forward` on `t.data` and, when a gradient is wanted,
+`Log.apply(t)` runs `forward` on `t.data` and, when a gradient is wanted,
 returns a Tensor whose `grad_fn` is the `Context` of that call. The Context is
 the graph node: it holds the saved arrays and one *edge* per input, which
 points at the input's own `grad_fn` (or, for a leaf, at the leaf Tensor).

@@ -18,8 +18,11 @@ from minitensor.ops.axes import check_mask
 
 
 def causal_mask(T, S=None):
-    """(T, S) boolean, True above the diagonal: query i may not see key j > i (+ S - T)."""
+    """(T, S) boolean causal mask, True where a query may not see a key (True hides). The T
+    queries are the last T of the S positions (S = T in training; T = 1 when generating with
+    a KV cache); S defaults to T."""
     # BEGIN SOLUTION attention_masks
+    # Query i sits at position i + S - T, so it may not see key j > i + (S - T).
     S = T if S is None else S
     return np.triu(np.ones((T, S), dtype=bool), k=S - T + 1)
     # END SOLUTION
@@ -146,9 +149,11 @@ class MultiHeadAttention(Module):
     """MultiHeadAttention(d, heads, kv_heads=None, bias=True): nn.MultiheadAttention's
     math, batch first, with grouped-query (kv_heads < heads) and multi-query (kv_heads = 1)
     attention, cross-attention (context=), a KV cache and an optional QK-norm.
-
-    Parameters: 4 d^2 + 4 d with full heads (1,088 for d = 16).
     """
+
+    # BEGIN SOLUTION demo_multihead
+    # Parameters: 4 d^2 + 4 d with full heads (1,088 for d = 16).
+    # END SOLUTION
 
     def __init__(self, d, heads, kv_heads=None, bias=True, qk_norm=False):
         super().__init__()
@@ -283,8 +288,10 @@ class LatentCache:
                 f"LatentCache.update: new latents of shape {c.shape} do not continue the cached ones of "
                 f"shape {self.c.shape} (all axes but the token axis 1 must match)"
             )
+        # BEGIN SOLUTION kv_cache
         self.c = c.detach() if self.c is None else mt.cat([self.c, c.detach()], axis=1)
         return self.c
+        # END SOLUTION
 
     def __len__(self):
         return 0 if self.c is None else self.c.shape[1]

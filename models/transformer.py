@@ -1,9 +1,11 @@
 """The transformer: MLP, SwiGLU, the block (pre- and post-norm), GPT, an encoder, an
 encoder-decoder, and a readout-token transformer for sequence regression.
-
-The pre-norm block is the seeds' two lines:
-    H = X + MHA(LN(X)),    X' = H + MLP(LN(H)).
 """
+
+# BEGIN SOLUTION pre_norm_block
+# The pre-norm block is the seeds' two lines:
+#     H = X + MHA(LN(X)),    X' = H + MLP(LN(H)).
+# END SOLUTION
 
 import numpy as np
 
@@ -45,10 +47,14 @@ class SwiGLU(Module):
 class Block(Module):
     """Block(d, heads, mlp_ratio=4, pre_norm=True): a transformer block.
 
-    pre_norm=True:  x = x + MHA(LN1(x));  x = x + MLP(LN2(x))      (used today)
+    pre_norm=True:  the seed's pre-norm block (used today; the homework task pre_norm_block)
     pre_norm=False: x = LN1(x + MHA(x));  x = LN2(x + MLP(x))      (the original, post-norm)
     Options: kv_heads (grouped-query attention), qk_norm, dropout, swiglu.
     """
+
+    # BEGIN SOLUTION pre_norm_block
+    # pre_norm=True:  x = x + MHA(LN1(x));  x = x + MLP(LN2(x))
+    # END SOLUTION
 
     def __init__(self, d, heads, mlp_ratio=4, pre_norm=True, kv_heads=None, qk_norm=False, dropout=0.0, swiglu=False):
         super().__init__()
@@ -195,9 +201,13 @@ class DecoderBlock(Module):
         self.mlp = MLP(d, mlp_ratio * d)
 
     def forward(self, x, memory, memory_mask=None):
+        """Pre-norm, as Block: causal self-attention, then cross-attention (queries from x, keys and
+        values from memory, memory_mask hiding its padding), then the MLP."""
+        # BEGIN SOLUTION pre_norm_block
         x = x + self.self_attn(self.ln1(x), is_causal=True)
         x = x + self.cross_attn(self.ln2(x), context=memory, mask=memory_mask)  # queries from x, keys from memory
         return x + self.mlp(self.ln3(x))
+        # END SOLUTION
 
 
 class EncoderDecoder(Module):

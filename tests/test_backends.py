@@ -16,6 +16,7 @@ from hypothesis.extra import numpy as hnp
 import minitensor as mt
 from minitensor import backends
 from minitensor.backends import numpy_backend as reference
+from models.attention import causal_mask
 
 
 def _load_or_skip(name):
@@ -200,7 +201,7 @@ def naive_attention(q, k, v, mask, is_causal):
         scores = scores + mask
     if is_causal:
         tq, tk = scores.shape[-2:]
-        hidden |= np.triu(np.ones((tq, tk), dtype=bool), k=tk - tq + 1)
+        hidden |= causal_mask(tq, tk)  # the queries are the last tq of the tk positions
     return reference.softmax(scores, -1, hidden) @ v
 
 

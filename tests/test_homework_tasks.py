@@ -129,42 +129,14 @@ def probe_split_merge(x, heads):
     return {"heads": split.data, "merged": merge_heads(split).data}
 
 
-def _materialised_backend():
-    """(in a probe) The reference backend with attention computed from its definition, so that
-    the tasks before tiled_attention do not need the tiled kernel. No masks: none is needed."""
-    import types
-
-    import numpy as np
-
-    import minitensor as mt
-    from minitensor.backends import numpy_backend
-
-    def attention(q, k, v, mask=None, scale=None, is_causal=False):
-        assert mask is None and not is_causal, "the materialised backend takes no mask"
-        scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
-        scores = q @ np.swapaxes(k, -1, -2) * scale
-        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
-        weights /= weights.sum(axis=-1, keepdims=True)
-        out = weights @ v
-        return out, weights
-
-    def attention_backward(q, k, v, out, weights, dout, mask=None, scale=None, is_causal=False):
-        scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
-        dscores = numpy_backend.softmax_backward(weights, dout @ np.swapaxes(v, -1, -2), -1) * scale
-        return dscores @ k, np.swapaxes(dscores, -1, -2) @ q, np.swapaxes(weights, -1, -2) @ dout
-
-    functions = {name: getattr(numpy_backend, name) for name in mt.backends.INTERFACE}
-    functions.update(name="materialised", attention=attention, attention_backward=attention_backward)
-    return types.SimpleNamespace(**functions)
-
-
 def probe_module(kind, d, heads, weights, x, upstream):
     """A MultiHeadAttention or a pre-norm Block of the student's, with the grader's weights
     (float64), forward on x and backward of upstream: the output, the input's and every
-    weight's gradient."""
+    weight's gradient. Attention is the materialised one (scores, softmax, weighted sum)."""
     import numpy as np
 
     import minitensor as mt
+    import models.attention as attention
     from models.attention import MultiHeadAttention
     from models.transformer import Block
 
@@ -176,10 +148,22 @@ def probe_module(kind, d, heads, weights, x, upstream):
     parameters = dict(module.named_parameters())
     for name, array in weights.items():
         parameters[name].data = array.copy()
-    with mt.use_backend(_materialised_backend()):
-        t = mt.tensor(x, requires_grad=True)
-        out = module(t, need_weights=True)[0] if kind == "mha" else module(t)
-        out.backward(upstream)
+    fused = attention.scaled_dot_product_attention
+
+    def materialised(q, k, v, mask=None, is_causal=False, scale=None, return_weights=False):
+        """Attention written out op by op (task attention_masks), so that neither this task nor
+        its backward needs the tiled kernel, a later task."""
+        out, weights = fused(q, k, v, mask=mask, is_causal=is_causal, scale=scale, return_weights=True)
+        return (out, weights) if return_weights else out
+
+    attention.scaled_dot_product_attention = materialised
+    try:
+        with mt.use_backend("numpy"):
+            t = mt.tensor(x, requires_grad=True)
+            out = module(t)
+            out.backward(upstream)
+    finally:
+        attention.scaled_dot_product_attention = fused
     answer = {"out": out.data, "dx": t.grad}
     answer.update({f"d{name}": p.grad for name, p in parameters.items()})
     return answer

@@ -1,7 +1,7 @@
 """The NumPy reference kernels against the definitions they implement, each under its own name.
 
 test_backends.py holds every other backend against the reference, so a broken reference
-(a softmax backward without its dot term, tiled attention without its rescale) fails there
+(a wrong softmax backward, or tiled attention that mishandles a later tile) fails there
 as a Numba failure and blames the wrong kernel. Here the reference meets the composed
 definition: the engine differentiating exp, sum, division and matmul, which never call a
 backend kernel. Attention runs over more than one tile of keys (KEY_TILE), where the online
@@ -12,6 +12,7 @@ import pytest
 
 import minitensor as mt
 from minitensor.backends import numpy_backend as reference
+from models.attention import causal_mask
 
 
 def composed_softmax(x, axis, hidden=None):
@@ -80,7 +81,7 @@ def test_reference_tiled_attention_equals_materialised_attention(tq, mask_kind, 
     elif mask_kind == "float":
         mask = bias = rng.standard_normal((tq, TK))
     if is_causal:
-        hidden |= np.triu(np.ones((tq, TK), dtype=bool), k=TK - tq + 1)
+        hidden |= causal_mask(tq, TK)
 
     qt, kt, vt = (mt.tensor(a, requires_grad=True) for a in (q, k, v))
     expected = materialised_attention(qt, kt, vt, hidden, mt.tensor(bias))

@@ -96,7 +96,7 @@ def test_an_existing_file_is_replaced_atomically(tmp_path, monkeypatch):
 
 
 class WrongTanh(mt.Function):
-    """y = tanh(x); dy/dx = 1 - y^2, but this backward forgets the square (deliberately wrong)."""
+    """y = tanh(x), with a backward that is wrong on purpose."""
 
     @staticmethod
     def forward(ctx, x):
@@ -107,7 +107,7 @@ class WrongTanh(mt.Function):
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
-        return grad * (1 - y)  # wrong: should be 1 - y * y
+        return grad * (1 - y)  # wrong on purpose
 
 
 def wrong_block():

@@ -584,36 +584,6 @@ def gelu_backward(x, dy, approximate="none"):
 # ----------------------------------------------------------------------------
 
 
-@njit(cache=True)
-def _mask_tile(scores, bh, i0, j0, hidden, bias, causal, causal_offset, scale):
-    """Scale a (queries, keys) score tile in place, add the bias, hide what the masks hide.
-
-    With `causal`, query i (absolute index i0 + a) may see key j (j0 + b) when
-    j <= i + causal_offset, where causal_offset = Tk - Tq: the queries are the
-    last Tq positions of the Tk keys, as when generating with a KV cache.
-    """
-    has_mask = hidden.shape[0] > 0
-    has_bias = bias.shape[0] > 0
-    fully_visible = not causal or j0 + scores.shape[1] - 1 <= i0 + causal_offset
-    if fully_visible and not has_mask and not has_bias:  # most tiles: just scale (vectorised)
-        for a in range(scores.shape[0]):
-            for b in range(scores.shape[1]):
-                scores[a, b] *= scale
-        return
-    mask_b = bh if has_mask and hidden.shape[0] > 1 else 0
-    bias_b = bh if has_bias and bias.shape[0] > 1 else 0
-    for a in range(scores.shape[0]):
-        for b in range(scores.shape[1]):
-            s = scores[a, b] * scale
-            if has_bias:
-                s += bias[bias_b, i0 + a, j0 + b]
-            if (causal and j0 + b > i0 + a + causal_offset) or (
-                has_mask and hidden[mask_b, i0 + a, j0 + b]
-            ):
-                s = -np.inf
-            scores[a, b] = s
-
-
 @njit(cache=True, fastmath=_ROW_FLAGS)
 def _exp_block(scores, row_max, weights):
     """weights = exp(scores - row_max[a]) over a C-contiguous (rows, keys) block, row a at a time.
@@ -665,6 +635,36 @@ def _copy_into(dst, src):
 
 
 # BEGIN SOLUTION tiled_attention
+@njit(cache=True)
+def _mask_tile(scores, bh, i0, j0, hidden, bias, causal, causal_offset, scale):
+    """Scale a (queries, keys) score tile in place, add the bias, hide what the masks hide.
+
+    With `causal`, query i (absolute index i0 + a) may see key j (j0 + b) when
+    j <= i + causal_offset, where causal_offset = Tk - Tq: the queries are the
+    last Tq positions of the Tk keys, as when generating with a KV cache.
+    """
+    has_mask = hidden.shape[0] > 0
+    has_bias = bias.shape[0] > 0
+    fully_visible = not causal or j0 + scores.shape[1] - 1 <= i0 + causal_offset
+    if fully_visible and not has_mask and not has_bias:  # most tiles: just scale (vectorised)
+        for a in range(scores.shape[0]):
+            for b in range(scores.shape[1]):
+                scores[a, b] *= scale
+        return
+    mask_b = bh if has_mask and hidden.shape[0] > 1 else 0
+    bias_b = bh if has_bias and bias.shape[0] > 1 else 0
+    for a in range(scores.shape[0]):
+        for b in range(scores.shape[1]):
+            s = scores[a, b] * scale
+            if has_bias:
+                s += bias[bias_b, i0 + a, j0 + b]
+            if (causal and j0 + b > i0 + a + causal_offset) or (
+                has_mask and hidden[mask_b, i0 + a, j0 + b]
+            ):
+                s = -np.inf
+            scores[a, b] = s
+
+
 @njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)
 def _short_attention_forward(q, k, v, hidden, bias, causal, causal_offset, scale, query_block,
                              out, row_max, row_sum):

@@ -218,11 +218,13 @@ def _tile_scores(q, k_tile, k_total, scale, key_start, mask, is_causal):
             scores = scores + mask[..., key_start:key_end]
     if is_causal:
         # The queries are the last Tq of the Tk positions (Tq = Tk in training; Tq = 1 when
-        # generating with a KV cache), so query i sees keys j <= i + (Tk - Tq).
-        offset = k_total - q.shape[-2]
+        # generating with a KV cache): hide each query's future keys in this tile.
+        # BEGIN SOLUTION tiled_attention
+        offset = k_total - q.shape[-2]  # query i sees keys j <= i + (Tk - Tq)
         queries = xp.arange(q.shape[-2])[:, None]
         keys = xp.arange(key_start, key_end)[None, :]
         xp.copyto(scores, -xp.inf, where=keys > queries + offset)
+        # END SOLUTION
     return scores
 
 
@@ -265,14 +267,16 @@ def attention(q, k, v, mask=None, scale=None, is_causal=False):
 
 
 def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None, is_causal=False):
-    """Gradients of attention, rebuilding each tile's weights from the saved row max and sum.
+    """Gradients of attention, rebuilding each tile's weights from the saved row max and sum
+    (the homework task tiled_attention, with its forward above; no (..., Tq, Tk) array either).
 
-    With P = exp(S - m) / l (the softmax weights) and D_i = sum_c dout_ic out_ic:
-        dV = P^T dout,   dP = dout V^T,   dS = P * (dP - D),
-        dQ = scale * dS K,   dK = scale * dS^T Q.
     Returns (dq, dk, dv) with the broadcast batch shape; where q, k or v was
     broadcast, the engine's unbroadcast sums the gradient back, as for any op.
     """
+    # BEGIN SOLUTION tiled_attention
+    # With P = exp(S - m) / l (the softmax weights) and D_i = sum_c dout_ic out_ic:
+    #     dV = P^T dout,   dP = dout V^T,   dS = P * (dP - D),
+    #     dQ = scale * dS K,   dK = scale * dS^T Q.
     xp = _xp(q)
     scale = default_scale(q.shape[-1]) if scale is None else scale
     mask = _full_mask(mask, q, k)
@@ -297,3 +301,4 @@ def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None,
     dk = xp.concatenate(dk_tiles, axis=-2) if dk_tiles else xp.zeros_like(k)
     dv = xp.concatenate(dv_tiles, axis=-2) if dv_tiles else xp.zeros_like(v)
     return dq, dk, dv
+    # END SOLUTION

@@ -108,14 +108,30 @@ def tasks_in(root):
     return counts
 
 
-# Files of the teacher's repository that never go into a student copy, each with why.
+# What the student copy leaves out: paths or fnmatch patterns relative to the repository root
+# (/ as separator; `*` also matches across folders), each a file that states a task's answer
+# outside any solution region, or checks the teacher's round, and that the copy needs neither
+# to import nor to run its tests and demos.
 NOT_IN_STUDENT_COPY = [
+    "benchmarks/block.py",  # a hand-written block: head split/merge, linear and attention backward, pre-norm
+    "benchmarks/kernels.py",  # the materialised attention backward, product by product
+    "tests/test_benchmark_block.py",  # tests benchmarks/block.py, which is not in the copy
+    "tests/test_homework_leaks.py",  # the leak test: its patterns spell out the answers it looks for
+    "tests/test_homework.py",  # the round itself: strips and grades whole copies, plants cheats
+    "demos/figures/attention_cost.png",  # the solved demo tasks' figures: each plots the task's answer
+    "demos/figures/scaling.png",
+    "demos/figures/stacking.png",
+    "demos/figures/multihead.png",
+    "demos/figures/causal_self_attention.png",
+    "demos/figures/kv_cache.png",
+    "docs/backward_page.png",  # a screenshot whose panel title is the attention backward's dS formula
 ]
 
 
 def kept_out(name):
-    """Whether the repository file `name` (relative, with /) stays out of the student copy."""
-    return any(fnmatch.fnmatch(name, pattern) for pattern in NOT_IN_STUDENT_COPY)
+    """Whether `name` (a path relative to the repository root) stays out of the student copy."""
+    name = pathlib.PurePath(name).as_posix()
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in NOT_IN_STUDENT_COPY)
 
 
 def _files_to_copy(root, manifest=None):

@@ -28,8 +28,8 @@ class GELU(Function):
         Phi(x) = (1 + erf(x / sqrt 2)) / 2,    dy/dx = Phi(x) + x * phi(x),
         phi(x) = exp(-x**2 / 2) / sqrt(2 pi).
     approximate="tanh" (GPT-2's choice):
-        y = x (1 + tanh u) / 2,  u = sqrt(2/pi) (x + 0.044715 x**3),
-        dy/dx = (1 + tanh u) / 2 + x (1 - tanh(u)**2) / 2 * sqrt(2/pi) (1 + 3 * 0.044715 x**2).
+        y = x (1 + tanh u) / 2 = x s(2u),  s the sigmoid,  u = sqrt(2/pi) (x + 0.044715 x**3),
+        dy/dx = s(2u) + 2 x s(2u) (1 - s(2u)) * sqrt(2/pi) (1 + 3 * 0.044715 x**2).
     """
 
     @staticmethod

@@ -35,16 +35,21 @@ class Attention(Function):
 
     q (..., Tq, d_k), k (..., Tk, d_k), v (..., Tk, d_v); the batch axes broadcast.
     mask: boolean (True hides a key from a query) or float (added to the scores),
-    broadcasting to (..., Tq, Tk). is_causal: query i sees keys j <= i + Tk - Tq.
+    broadcasting to (..., Tq, Tk). is_causal: no query sees a key after its own position,
+    the queries being the last Tq of the Tk positions (as when generating with a KV cache).
     A query that sees no key gets a zero output (never NaN).
 
     The backend computes it a tile of keys at a time with a running softmax
     (see backends/numpy_backend.py: attention), saving the output and, per query,
-    the largest score m and the normaliser l = sum exp(s - m); backward rebuilds
-    the weights tile by tile from them:
-        P = exp(S - m) / l,  dV = P^T dout,  dS = P * (dout V^T - rowsum(dout * out)),
-        dQ = scale dS K,   dK = scale dS^T Q.
+    the largest score m and the normaliser l; backward rebuilds the weights tile by
+    tile from them (the homework task tiled_attention).
     """
+
+    # BEGIN SOLUTION tiled_attention
+    # l = sum exp(s - m), and backward:
+    #     P = exp(S - m) / l,  dV = P^T dout,  dS = P * (dout V^T - rowsum(dout * out)),
+    #     dQ = scale dS K,   dK = scale dS^T Q.
+    # END SOLUTION
 
     @staticmethod
     def forward(ctx, q, k, v, mask=None, scale=None, is_causal=False):

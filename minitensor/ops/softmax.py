@@ -15,8 +15,8 @@ from .axes import check_mask, normalize_axis
 class Softmax(Function):
     """y_i = exp(x_i) / sum_j exp(x_j)   along `axis`.
 
-    The Jacobian is dy_i/dx_j = y_i (delta_ij - y_j), so
-        dL/dx_i = sum_j grad_j y_j (delta_ji - y_i) = y_i (grad_i - sum_j grad_j y_j).
+    Backward is the homework task softmax_backward: the product of softmax's Jacobian
+    with grad, derived in the comment at the end of this class (the backend computes it).
     Only y is saved: backward never needs x.
 
     mask (optional, boolean, broadcasting to x): True hides an entry, which then
@@ -41,6 +41,11 @@ class Softmax(Function):
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
         return backends.active().softmax_backward(y, grad, ctx.axis)  # the homework task softmax_backward
+
+    # BEGIN SOLUTION softmax_backward
+    # The Jacobian is dy_i/dx_j = y_i (delta_ij - y_j), so
+    #     dL/dx_i = sum_j grad_j y_j (delta_ji - y_i) = y_i (grad_i - sum_j grad_j y_j).
+    # END SOLUTION
 
 
 class LogSoftmax(Function):

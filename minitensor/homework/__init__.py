@@ -33,5 +33,6 @@ from .strip import (BEGIN, END, NOT_IN_STUDENT_COPY, STUDENT_MARK, STUDENT_READM
 from .tasks import HINTS, POINTS_PER_TASK, TASK_NAMES, TASKS, HomeworkError
 
 __all__ = ["BEGIN", "END", "HINTS", "NOT_IN_STUDENT_COPY", "POINTS_PER_TASK", "STUDENT_MARK",
-           "STUDENT_README", "TASKS", "TASK_NAMES", "HomeworkError", "Row", "bundle", "find_copy", "grade", "kept_out", "marked_files", "regions",
-           "run_tests", "strip", "strip_source", "tasks_in", "write_gradescope", "_env_for", "_summary"]
+           "STUDENT_README", "TASKS", "TASK_NAMES", "HomeworkError", "Row", "bundle", "find_copy", "grade",
+           "kept_out", "marked_files", "regions", "run_tests", "strip", "strip_source", "tasks_in",
+           "write_gradescope", "_env_for", "_summary"]

@@ -66,8 +66,7 @@ def attention(q, k, v, hidden):
     return (weights @ torch.from_numpy(v)).numpy(), weights.numpy()
 
 
-def lower_triangle(T, S=None):
-    """PyTorch's causal pattern for T queries and S keys, True where a query may look (the
-    queries are the last T of S positions)."""
-    S = T if S is None else S
-    return torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T).numpy()
+def future(T):
+    """PyTorch's causal mask for T tokens as booleans, True where a query may not look
+    (nn.Transformer.generate_square_subsequent_mask: -inf there)."""
+    return torch.isinf(torch.nn.Transformer.generate_square_subsequent_mask(T)).numpy()

@@ -118,6 +118,7 @@ NOT_IN_STUDENT_COPY = [
     "tests/test_benchmark_block.py",  # tests benchmarks/block.py, which is not in the copy
     "tests/test_homework_leaks.py",  # the leak test: its patterns spell out the answers it looks for
     "tests/test_homework.py",  # the round itself: strips and grades whole copies, plants cheats
+    "tests/test_homework_teacher.py",  # graded tests whose references state an answer (a mask's offset)
     "demos/figures/attention_cost.png",  # the solved demo tasks' figures: each plots the task's answer
     "demos/figures/scaling.png",
     "demos/figures/stacking.png",

@@ -552,6 +552,19 @@ CHEATS = {
     # the process ended from inside one task
     "os._exit in a task": "import minitensor.backends.numpy_backend as _nb, os\n"
                           "_nb.softmax_backward = lambda *a, **k: os._exit(0)\n",
+    # the grader killed from the worker, before it can write a result
+    "kill the grader": "import os, signal\n"
+                       "try:\n    os.kill(os.getppid(), signal.SIGKILL)\nexcept OSError:\n    pass\n",
+    # answers forged on the wire: a frame saying 'passed' written to every descriptor, ahead of any request
+    "forge the wire": (
+        "import os, struct, numpy as _np\n"
+        "def _frame():\n"
+        "    import json\n"
+        "    header = json.dumps({'d': {'value': {'d': {'out': {'v': 0.0}}}}}).encode()\n"
+        "    body = struct.pack('<QI', len(header), 0) + header\n"
+        "    return struct.pack('<Q', len(body)) + body\n"
+        "for _fd in range(3, 64):\n"
+        "    try:\n        os.write(_fd, _frame() * 4)\n    except OSError:\n        pass\n"),
 }
 
 
@@ -563,7 +576,8 @@ def _plant(copy, name):
     demo = copy / "demos" / "multihead.py"
     demo.write_text(demo.read_text().replace("checks(", "(lambda *a: True)("))
     stub = [line for line in demo.read_text().splitlines() if "NotImplementedError" in line]
-    demo.write_text(demo.read_text().replace(stub[0], "    return 1088"))  # the seed's number, for d = 16
+    if stub:
+        demo.write_text(demo.read_text().replace(stub[0], "    return 1088"))  # the seed's number, for d = 16
 
 
 @pytest.fixture(scope="module")
@@ -577,8 +591,8 @@ def cheat_base(tmp_path_factory, worker_python):
 
 @pytest.mark.parametrize("cheat", list(CHEATS))
 def test_a_planted_cheat_scores_what_the_copy_earns_without_it(cheat, cheat_base, tmp_path, worker_python, hidden):
-    if cheat == "read the grader's files" and os.geteuid() != 0:
-        pytest.skip("without root, student code runs as the grading user and can read what it can (README)")
+    if cheat in ("read the grader's files", "kill the grader") and os.geteuid() != 0:
+        pytest.skip("without root, student code runs as the grading user and can read and signal what it can (README)")
     base, base_rows = cheat_base
     copy = copy_of(base, tmp_path)
     _plant(copy, cheat)
@@ -626,3 +640,23 @@ def test_setup_brings_a_python_of_311_or_newer_updates_apt_first_and_takes_pytor
     assert "--index-url https://download.pytorch.org/whl/cpu" in torch_line and "torch==2.13.0" in torch_line
     assert commands.index("apt-get install -y python3.11 python3.11-venv" if brings_python
                           else "apt-get install -y python3-venv") > 0
+
+
+def test_cheats_planted_together_score_what_the_copy_earns_through_run_autograder(cheat_base, tmp_path, worker_python,
+                                                                                    hidden):
+    base, base_rows = cheat_base
+    root = tmp_path / "autograder"
+    archive = homework.bundle(tmp_path / "autograder.zip", tasks=CHEAT_TASKS, extra=hidden, timeout=10)
+    with zipfile.ZipFile(archive) as zipped:
+        zipped.extractall(root / "source")
+    submission = copy_of(base, root)
+    (submission.parent / "student").rename(root / "submission")
+    for cheat in CHEATS:  # the last one to replace softmax_backward wins; each runs at import
+        if cheat not in ("read the grader's files", "kill the grader") or os.geteuid() == 0:
+            _plant(root / "submission", cheat)
+    env = dict(os.environ, AUTOGRADER_ROOT=str(root), PYTHON=sys.executable, WORKER_PYTHON=worker_python)
+    subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, check=True, timeout=600)
+    document = json.loads((root / "results" / "results.json").read_text())
+    time.sleep(9)  # the detached process would have written by now
+    assert json.loads((root / "results" / "results.json").read_text()) == document
+    assert document["score"] == sum(row.points for row in base_rows), document["output"]

@@ -21,6 +21,7 @@ What fences the worker in (and what it cannot do without root) is in the README,
 import ctypes
 import os
 import pathlib
+import secrets
 import select
 import shutil
 import signal
@@ -259,22 +260,26 @@ class Worker:
         """What the probe `name` (defined in `source`) returns on the student's code."""
         if self.process is None or self.process.poll() is not None:
             self.start()
-        request = encode({"source": source, "name": name, "args": list(args), "kwargs": dict(kwargs or {})})
+        nonce = secrets.token_hex(16)
+        request = encode({"source": source, "name": name, "args": list(args), "kwargs": dict(kwargs or {}),
+                          "nonce": nonce})
         deadline = time.monotonic() + seconds
         try:
             self.process.stdin.write(struct.pack("<Q", len(request)) + request)
             self.process.stdin.flush()
-            (length,) = struct.unpack("<Q", self._read(8, deadline))
-            if length > MAX_MESSAGE:
-                raise WorkerDied(f"the answer was {length} bytes, over the limit of {MAX_MESSAGE}")
-            answer = decode(self._read(length, deadline))
+            answer = None
+            while not (type(answer) is dict and answer.get("nonce") == nonce):  # frames written ahead are passed over
+                (length,) = struct.unpack("<Q", self._read(8, deadline))
+                if length > MAX_MESSAGE:
+                    raise WorkerDied(f"the answer was {length} bytes, over the limit of {MAX_MESSAGE}")
+                answer = decode(self._read(length, deadline))
         except WorkerTimedOut:
             self.stop()
             raise
         except Exception as error:  # a closed pipe, an early end, bytes not in the grader's format
             status = self.stop()
             raise WorkerDied(self._death(status, error)) from None
-        if type(answer) is not dict or not ({"value"} == set(answer) or {"error"} == set(answer)):
+        if set(answer) not in ({"nonce", "value"}, {"nonce", "error"}):
             self.stop()
             raise WorkerDied("the worker's answer was not in the grader's format")
         if "error" in answer:

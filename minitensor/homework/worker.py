@@ -188,12 +188,12 @@ def main(argv):
         if request is None:
             return 0
         namespace = {"__name__": "probe", "load_demo": load_demo}
+        nonce = request["nonce"]  # the grader takes only the answer that carries it
         try:
             exec(compile(request["source"], f"<probe {request['name']}>", "exec"), namespace)
-            answer = {"value": namespace[request["name"]](*request["args"], **request["kwargs"])}
-            data = encode(answer)
+            data = encode({"nonce": nonce, "value": namespace[request["name"]](*request["args"], **request["kwargs"])})
         except BaseException as error:  # SystemExit and KeyboardInterrupt too: each is one test's failure
-            data = encode({"error": _describe(error)})
+            data = encode({"nonce": nonce, "error": _describe(error)})
         answers.write(struct.pack("<Q", len(data)) + data)
         answers.flush()
 

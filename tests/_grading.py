@@ -5,9 +5,6 @@ in as plain arrays (`student.call`), and are checked with `Student.array` before
 import numpy as np
 import torch
 
-torch.set_default_dtype(torch.float64)
-
-
 def array_of(answer, key, shape=None, dtype=None):
     """answer[key] if it is a plain ndarray (no subclass) of that shape and dtype, else an
     AssertionError that says what was expected and what came."""

@@ -396,7 +396,7 @@ def _mha_weights(theirs, attribute="data"):
 
 @task("multihead_split_merge")
 def test_multihead_attention_matches_torch(student):
-    theirs = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    theirs = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64)
     for parameter in theirs.parameters():  # PyTorch starts the biases at 0; make every weight count
         parameter.data = torch.randn_like(parameter) * 0.3
     x, upstream = rng().standard_normal((2, 5, 8)), rng().standard_normal((2, 5, 8))
@@ -413,7 +413,7 @@ def _torch_block(d, heads):
     """PyTorch's own pre-norm transformer layer (norm_first=True, exact GELU, no dropout): the
     seed's block, written by PyTorch, not by this course."""
     return torch.nn.TransformerEncoderLayer(d, heads, dim_feedforward=4 * d, dropout=0.0, activation="gelu",
-                                            batch_first=True, norm_first=True)
+                                            batch_first=True, norm_first=True, dtype=torch.float64)
 
 
 def _block_weights(theirs, attribute="data"):
@@ -466,7 +466,7 @@ def test_tiled_attention_equals_the_definition(student, is_causal):
 # 13 ------------------------------------------------------------------------
 @task("kv_cache")
 def test_kv_cache_generation_equals_full_attention(student):
-    theirs = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    theirs = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64)
     x = rng().standard_normal((1, 5, 8))
     t = torch.from_numpy(x)
     full = theirs(t, t, t, attn_mask=torch.from_numpy(future(5)), need_weights=False)[0].detach().numpy()

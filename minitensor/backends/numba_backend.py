@@ -273,17 +273,16 @@ def _log_softmax_rows(x, y):
         total = 0.0
         for c in range(x.shape[1]):
             total += y[r, c]
-        _subtract_twice_into(x[r], row_max, math.log(total), y[r])
-
-
-@njit(cache=True)
-def _subtract_twice_into(x, first, second, y):
-    """y = (x - first) - second, in that order: the reference's (x - max) - log sum. Grouped as
-    x - (max + log sum), max + log sum rounds to max once |max| dwarfs log sum (|x| ~ 1e14 in
-    float64) and every y becomes 0. No fast-math flags here, unlike the row kernels: with
-    "reassoc" the compiler may regroup the two subtractions that way."""
-    for c in range(x.shape[0]):
-        y[c] = (x[c] - first) - second
+        # y = (x - max) - log sum, the reference's order, in two passes. Grouped as
+        # x - (max + log sum), max + log sum rounds to max once |max| dwarfs log sum (|x| ~ 1e14
+        # in float64) and every y becomes 0. In one pass, "reassoc" lets the compiler hoist
+        # max + log sum out of the loop, which is that grouping; the store between the passes
+        # keeps the order.
+        for c in range(x.shape[1]):
+            y[r, c] = x[r, c] - row_max
+        log_total = math.log(total)
+        for c in range(x.shape[1]):
+            y[r, c] -= log_total
 
 
 @njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)

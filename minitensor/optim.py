@@ -250,8 +250,9 @@ def clip_grad_norm_(parameters, max_norm, error_if_nonfinite=False):
         )
     scale = max_norm / (total + 1e-6)
     if not scale >= 1:  # (written so that a NaN scale passes, and makes every gradient NaN)
-        for g in grads:
-            g *= scale
+        with np.errstate(invalid="ignore"):  # inf * 0 = NaN is the answer here, not an accident
+            for g in grads:
+                g *= scale
     return total
 
 

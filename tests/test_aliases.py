@@ -336,6 +336,30 @@ def test_building_chained_views_is_linear():
     assert ratio < 2.5, ratio
 
 
+@pytest.mark.parametrize("op", ["-=", "+=", "*=", "/="])
+def test_an_in_place_op_whose_operand_overlaps_the_target_gives_the_out_of_place_answer(op):
+    """A documented decision (README, "How the engine works"): a -= a[:, :1] computes the
+    right-hand side from the values before the write, as NumPy does, so it equals a = a - a[:, :1].
+    PyTorch refuses some such overlaps and gives an order-dependent answer for others."""
+    x_array = np.random.default_rng(3).standard_normal((3, 4)) + 3.0
+    x = mt.tensor(x_array, requires_grad=True)
+    a = x * 1.0
+    operand = a[:, :1]
+    {"-=": a.__isub__, "+=": a.__iadd__, "*=": a.__imul__, "/=": a.__itruediv__}[op](operand)
+    x_t = torch.tensor(x_array, requires_grad=True)
+    a_t = x_t * 1.0
+    a_t = {"-=": a_t - a_t[:, :1], "+=": a_t + a_t[:, :1], "*=": a_t * a_t[:, :1], "/=": a_t / a_t[:, :1]}[op]
+    np.testing.assert_allclose(a.data, a_t.detach().numpy(), rtol=1e-12)
+    upstream = np.arange(12.0).reshape(3, 4)
+    if op in ("*=", "/="):  # Mul and Div saved the operand, which the write then changed
+        with pytest.raises(RuntimeError, match=r"(Mul|Div)\.backward needs its saved input 1"):
+            (a * upstream).sum().backward()
+        return
+    (a * upstream).sum().backward()
+    (a_t * torch.from_numpy(upstream)).sum().backward()
+    np.testing.assert_allclose(x.grad, x_t.grad.numpy(), rtol=1e-12)
+
+
 def test_every_in_place_change_bumps_through_one_method():
     """Optimizers, init and load_state_dict use Tensor._bump_version: a view sees their changes."""
     p = mt.nn.Parameter(np.ones(3))
@@ -350,7 +374,7 @@ def test_every_in_place_change_bumps_through_one_method():
 # ----------------------------------------------------------------------------
 
 SHAPES = [(2, 3), (3, 1, 2), (2, 2, 2), (4,), (1, 3)]
-HEADS = ["exp", "mul", "tanh", "sigmoid"]  # exp, tanh and sigmoid save their output; mul its inputs
+HEADS = ["exp", "mul", "tanh", "sigmoid", "add"]  # exp, tanh, sigmoid save their output; mul its inputs; add nothing
 CONSUMERS = ["square", "exp", "scale"]  # square saves its input twice, exp its output, scale nothing
 INPLACE = ["add", "mul", "add_w", "mul_w", "masked_fill", "setitem"]
 
@@ -359,9 +383,11 @@ INPLACE = ["add", "mul", "add_w", "mul_w", "masked_fill", "setitem"]
 def programs(draw):
     """A short program as data: run() replays it in either library."""
     shape = draw(st.sampled_from(SHAPES))
-    # Alias 0 is y = head(x). An expand that repeats elements ends a chain (NumPy makes every
-    # view of it read-only), and so does a view made in no_grad (PyTorch says such a view
-    # requires grad, without sending any gradient through it; minitensor says it does not).
+    # Alias 0 is y = head(x), laid out in memory as x is (LAYOUTS). An expand that repeats
+    # elements ends a chain (NumPy makes every view of it read-only). A view made in no_grad,
+    # and every view made from it (they carry its mark, in both libraries), may be viewed
+    # again and changed in place, but is not consumed: PyTorch says such a view requires grad,
+    # without sending any gradient through it; minitensor says it does not.
     shapes, terminal, repeats, without_grad = [shape], [False], [False], [False]
     views = []
     for _ in range(draw(st.integers(1, 4))):
@@ -416,8 +442,8 @@ def programs(draw):
         views.append((source, op, arg, in_no_grad))
         shapes.append(new)
         repeats.append(op == "expand" and arg > 1)
-        without_grad.append(in_no_grad and op != "detach")
-        terminal.append(repeats[-1] or without_grad[-1])
+        without_grad.append((in_no_grad or without_grad[source]) and op != "detach")
+        terminal.append(repeats[-1])
     aliases = range(len(shapes))
     usable = [i for i in aliases if not without_grad[i]]
     consumers = draw(st.lists(st.tuples(st.sampled_from(usable), st.sampled_from(CONSUMERS)), max_size=3))
@@ -431,12 +457,38 @@ def programs(draw):
         in_no_grad = True if kind == "setitem" else draw(st.booleans())
         changes.append((target, kind, in_no_grad, mask_seed, shapes[target]))
     late_consumers = draw(st.lists(st.tuples(st.sampled_from(usable), st.sampled_from(CONSUMERS)), max_size=2))
+    # which aliases the loss sums (besides every consumer's output): not always all of them, or
+    # a program could never use one view alone after its base changed (issue 21, item 2)
+    in_loss = draw(st.lists(st.sampled_from(list(aliases)), unique=True, max_size=len(aliases)))
     return dict(shape=shape, seed=draw(st.integers(0, 2**16)), head=draw(st.sampled_from(HEADS)),
-                views=views, consumers=consumers, changes=changes, late_consumers=late_consumers)
+                layout=draw(st.sampled_from(sorted(BASE_LAYOUTS))), views=views, consumers=consumers,
+                changes=changes, late_consumers=late_consumers, in_loss=in_loss)
+
+
+def _permuted(a):
+    """a, stored in memory with its axes in a reversed-then-rotated order (a 3-D permutation)."""
+    order = tuple(np.roll(np.arange(a.ndim)[::-1], 1))
+    return np.ascontiguousarray(a.transpose(order)).transpose(np.argsort(order))
+
+
+# How x (and so y = head(x): NumPy's ufuncs and PyTorch's elementwise ops keep their input's
+# layout) is laid out in memory, the same in both libraries (see _Torch.tensor). A strided
+# array is copied to a dense one by mt.tensor, so strided bases come from the view ops
+# instead: a detach() of a strided slice is a base of its own whose array is strided.
+BASE_LAYOUTS = {
+    "C": np.ascontiguousarray,
+    "fortran": np.asfortranarray,
+    "transposed": lambda a: np.ascontiguousarray(np.swapaxes(a, -1, -2)).swapaxes(-1, -2) if a.ndim >= 2 else a,
+    "permuted": _permuted,
+    "strided": lambda a: np.repeat(a, 2, axis=-1)[..., ::2] if a.ndim else a,
+}
 
 
 class _Torch:
-    tensor = staticmethod(lambda a, **kw: torch.tensor(a, **kw))
+    # torch.from_numpy keeps the array's strides (torch.tensor would copy to C order), and
+    # PyTorch's elementwise ops keep their input's layout as NumPy's do: so a reshape is a view
+    # in one library exactly when it is in the other
+    tensor = staticmethod(lambda a, requires_grad=False: torch.from_numpy(np.array(a)).requires_grad_(requires_grad))
     no_grad = staticmethod(torch.no_grad)
     enable_grad = staticmethod(torch.enable_grad)
     mask = staticmethod(torch.from_numpy)
@@ -484,9 +536,9 @@ def _consume(t, kind):
 def run(lib, program):
     """The program in one library: the loss, x.grad and w.grad as arrays (None when absent)."""
     rng = np.random.default_rng(program["seed"])
-    x = lib.tensor(rng.standard_normal(program["shape"]) / 2, requires_grad=True)
+    x = lib.tensor(BASE_LAYOUTS[program.get("layout", "C")](rng.standard_normal(program["shape"]) / 2), requires_grad=True)
     w = lib.tensor(np.array(0.75), requires_grad=True)
-    y = {"exp": x.exp(), "mul": x * 1.5, "tanh": x.tanh(), "sigmoid": x.sigmoid()}[program["head"]]
+    y = {"exp": x.exp, "mul": lambda: x * 1.5, "tanh": x.tanh, "sigmoid": x.sigmoid, "add": lambda: x + 0.25}[program["head"]]()
     aliases = [y]
     for source, op, arg, in_no_grad in program["views"]:
         with lib.no_grad() if in_no_grad else lib.enable_grad():
@@ -509,8 +561,11 @@ def run(lib, program):
                 t[...] = 0.5
     outputs += [_consume(aliases[i], kind) for i, kind in program["late_consumers"]]
     loss = 0.0
-    for k, t in enumerate(aliases + outputs):
+    in_loss = program.get("in_loss", range(len(aliases)))
+    for k, t in enumerate([aliases[i] for i in in_loss] + outputs):
         loss = loss + (t * float(k + 1)).sum()
+    if isinstance(loss, float):
+        return np.asarray(loss), [None, None]
     if loss.requires_grad:
         loss.backward()
     grads = [None if t.grad is None else np.asarray(t.grad) for t in (x, w)]

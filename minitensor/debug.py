@@ -507,8 +507,10 @@ class detect_anomaly(Tool):
 
     forward   a NaN in an op's output while its inputs had none. An infinity is allowed: a
               mask puts -inf in the scores on purpose (masked_fill(mask, float("-inf"))), and
-              softmax turns it into an exact 0. A row with nothing but -inf becomes NaN and is
-              caught.
+              softmax turns it into an exact 0. But a softmax row or an attention query with
+              every entry -inf or hidden is reported: minitensor gives it zero weights (a zero
+              output, no gradient) where torch.softmax gives NaN, and a padding mask that hides
+              everything is a bug to see, not to train through.
     backward  a NaN or Inf in the gradient an op's backward gives an input while the gradient
               it received was finite (PyTorch's anomaly mode checks this side only).
 
@@ -522,6 +524,18 @@ class detect_anomaly(Tool):
 
     def after_forward(self, function, ctx, arrays, options, output):
         self.seen.add(ctx)
+        empty = _rows_with_nothing_visible(function, ctx, output)
+        if empty:
+            rows, total, index = empty
+            shapes = ", ".join(str(np.shape(a)) for a in arrays)
+            where = created_at(ctx) if autograd._grad_enabled and True in ctx.needs_input_grad else None
+            raise AnomalyError(
+                f"detect_anomaly: {function.__name__}'s forward met {rows} of {total} rows (the first at "
+                f"index {index}) whose entries are all -inf or hidden by the mask, in inputs of shapes "
+                f"{shapes}. minitensor gives such a row zero weights and no gradient (torch.softmax "
+                f"gives NaN); a mask that hides every key of a query is usually a bug (a padding "
+                f"mask built the wrong way round?)." + (f"\n  made at {where}" if where else "")
+            )
         if _has_nan(output) and not any(_has_nan(a) for a in arrays):
             shapes = ", ".join(str(np.shape(a)) for a in arrays)
             where = created_at(ctx) if autograd._grad_enabled and True in ctx.needs_input_grad else None
@@ -543,6 +557,27 @@ class detect_anomaly(Tool):
                 if node not in self.seen and any(_has_nan(a) for a in node._saved or ()):
                     message += _forward_outside(node)
                 raise AnomalyError(message)
+
+
+def _rows_with_nothing_visible(function, ctx, output):
+    """(how many, of how many, the first's index) for the rows a Softmax or Attention forward
+    found with every entry -inf or hidden, or None. Softmax: a row of all-zero weights (a row
+    with anything visible has a weight of exactly 1 at its maximum before normalising, so it
+    cannot be all zeros). Attention: a query whose saved running maximum is -inf."""
+    name = function.__name__
+    if name == "Softmax":
+        if output.ndim == 0 or output.shape[ctx.axis] == 0:
+            return None
+        empty = np.all(np.asarray(output) == 0, axis=ctx.axis)
+    elif name == "Attention" and ctx._saved:
+        row_max = np.asarray(ctx._saved[-1][0])  # softmax_stats = (row_max, row_sum), per query
+        empty = np.isneginf(row_max)
+    else:
+        return None
+    if not empty.any():
+        return None
+    first = tuple(int(i) for i in np.argwhere(empty)[0])
+    return int(empty.sum()), int(empty.size), first
 
 
 def _forward_outside(node):

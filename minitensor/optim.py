@@ -228,16 +228,31 @@ def decay_groups(model, weight_decay):
     return [{"params": matrices, "weight_decay": weight_decay}, {"params": vectors, "weight_decay": 0.0}]
 
 
-def clip_grad_norm_(parameters, max_norm):
+def clip_grad_norm_(parameters, max_norm, error_if_nonfinite=False):
     """Scale every gradient by min(1, max_norm / total norm); return the total norm (before).
-    `parameters` is an iterable of Tensors or one Tensor, as in torch.nn.utils."""
+    `parameters` is an iterable of Tensors or one Tensor, as in torch.nn.utils.
+
+    A NaN or infinite total norm is not hidden, as in PyTorch: the scale max_norm / total is
+    then NaN (every gradient becomes NaN) or 0 (a finite gradient becomes 0, an infinite one
+    NaN), so the next step shows the problem. error_if_nonfinite=True raises instead,
+    before any gradient is changed.
+    """
     parameters = [parameters] if isinstance(parameters, Tensor) else parameters  # not its rows
+    parameters = list(parameters)
     grads = [p.grad for p in parameters if p.grad is not None]
     total = math.sqrt(sum(float(np.sum(g.astype(np.float64) ** 2)) for g in grads))
+    if error_if_nonfinite and not math.isfinite(total):
+        shapes = [tuple(p.grad.shape) for p in parameters if p.grad is not None and not np.isfinite(p.grad).all()]
+        raise RuntimeError(
+            f"clip_grad_norm_: the total norm of the gradients is {total}, so they cannot be clipped; "
+            f"the gradients of shape(s) {shapes} hold NaN or inf. Nothing was changed. To scale by the "
+            f"non-finite norm anyway (the gradients become NaN), pass error_if_nonfinite=False."
+        )
     scale = max_norm / (total + 1e-6)
-    if scale < 1:
-        for g in grads:
-            g *= scale
+    if not scale >= 1:  # (written so that a NaN scale passes, and makes every gradient NaN)
+        with np.errstate(invalid="ignore"):  # inf * 0 = NaN is the answer here, not an accident
+            for g in grads:
+                g *= scale
     return total
 
 

@@ -41,10 +41,30 @@ def _as_array(data, dtype=None):
         return np.array(data, dtype=dtype)
     if isinstance(data, (np.ndarray, np.generic)):
         return np.array(data)
+    if isinstance(data, (list, tuple)):
+        _refuse_tensors_in_graph(data)
     array = np.array(data)
     if array.dtype.kind == "f":
         array = array.astype(_default_dtype)
     return array
+
+
+def _refuse_tensors_in_graph(items):
+    """mt.tensor([t1, t2]) would copy the values and drop the graph (and cast float64 to the
+    default dtype): refuse it for tensors that require grad, and name the op that keeps both.
+    (torch.tensor only warns and detaches; a silently missing gradient is worse to debug.)"""
+    pending = [items]
+    while pending:
+        for item in pending.pop():
+            if isinstance(item, (list, tuple)):
+                pending.append(item)
+            elif isinstance(item, Tensor) and item.requires_grad:
+                raise TypeError(
+                    f"tensor(): the list holds a tensor that requires grad (shape {item.shape}, dtype "
+                    f"{item.dtype}); copying it into a new tensor would cut it from the graph and give "
+                    f"it no gradient. Use mt.stack([...]) (or mt.cat) to build the tensor inside the "
+                    f"graph, keeping the dtype; or pass t.detach() to copy the values on purpose."
+                )
 
 
 def _check_can_require_grad(array, requires_grad):
@@ -72,22 +92,38 @@ class _View:
     the base gets a CopySlices node, and a view's grad_fn is re-made from the base's.
 
     base                 the tensor that owns the memory (never itself a view)
-    steps                ((Function, options), ...) that make this view from base
+    parent, step         the source's _View (None when the source is the base) and the view
+                         op (Function, options) that made this view from the source: a chain
+                         of n views is n links, each made in constant time (a tuple of every
+                         step, copied into each new view, made building the chain quadratic)
     version              the shared version when this view's grad_fn was made or checked
     base_grad_fn         base.grad_fn then; differs once the base was changed in place
                          while the graph was recorded
-    made_without_grad    made inside no_grad(): it has no grad_fn, and once its memory has
-                         changed and its base requires grad, it cannot get a right one
+    made_without_grad    made inside no_grad(), or a view of such a view (as in PyTorch, the
+                         mark passes to every view made from it): it has no grad_fn, and once
+                         its memory has changed and its base requires grad, it cannot get a
+                         right one
     """
 
-    __slots__ = ("base", "steps", "version", "base_grad_fn", "made_without_grad")
+    __slots__ = ("base", "parent", "step", "version", "base_grad_fn", "made_without_grad")
 
-    def __init__(self, base, steps, made_without_grad):
+    def __init__(self, base, parent, step, made_without_grad):
         self.base = base
-        self.steps = steps
+        self.parent = parent
+        self.step = step
         self.version = base._version_counter[0]
-        self.base_grad_fn = base.grad_fn
+        self.base_grad_fn = base._grad_fn
         self.made_without_grad = made_without_grad
+
+    @property
+    def steps(self):
+        """The view ops ((Function, options), ...) that make this view from base, in order."""
+        steps, link = [], self
+        while link is not None:
+            steps.append(link.step)
+            link = link.parent
+        steps.reverse()
+        return tuple(steps)
 
 
 # ----------------------------------------------------------------------------
@@ -106,7 +142,7 @@ class Tensor:
     """
 
     __slots__ = (
-        "data", "grad", "_requires_grad", "grad_fn", "_name", "_hooks", "_version_counter", "_view", "__weakref__"
+        "data", "grad", "_requires_grad", "_grad_fn", "_name", "_hooks", "_version_counter", "_view", "__weakref__"
     )
     __array_ufunc__ = None  # numpy_array + tensor calls Tensor.__radd__ instead of looping in NumPy
 
@@ -116,7 +152,7 @@ class Tensor:
         self.data = array
         self.grad = None
         self._requires_grad = bool(requires_grad)
-        self.grad_fn = None
+        self._grad_fn = None
         self._name = name
         self._hooks = ()
         # Bumped by every in-place change (see Context.saved_tensors). A one-element list, so
@@ -132,7 +168,7 @@ class Tensor:
         tensor.data = array
         tensor.grad = None
         tensor._requires_grad = grad_fn is not None
-        tensor.grad_fn = grad_fn
+        tensor._grad_fn = grad_fn
         tensor._name = None
         tensor._hooks = ()
         tensor._version_counter = [0]
@@ -154,11 +190,9 @@ class Tensor:
         if self.data.base is None or self.data.base is not owner:
             return  # a copy (reshape of a transposed array copies)
         self._version_counter = source._version_counter
-        if source._view is None:
-            base, steps = source, ()
-        else:
-            base, steps = source._view.base, source._view.steps
-        self._view = _View(base, steps + ((function, options),), not autograd._grad_enabled)
+        parent = source._view
+        made_without_grad = not autograd._grad_enabled or (parent is not None and parent.made_without_grad)
+        self._view = _View(source if parent is None else parent.base, parent, (function, options), made_without_grad)
 
     def _refresh_view(self, op):
         """Re-make a view's grad_fn from its base's, if the base was changed in place (with
@@ -176,14 +210,14 @@ class Tensor:
                 f"(PyTorch refuses it too). Make the view and the change both inside or both "
                 f"outside no_grad()."
             )
-        if view.base_grad_fn is not view.base.grad_fn:
+        if view.base_grad_fn is not view.base._grad_fn:
             with autograd.enable_grad():
                 remade = view.base
                 for function, options in view.steps:
                     remade = function.apply(remade, **options)
-            self.grad_fn = remade.grad_fn
+            self._grad_fn = remade._grad_fn
             self._requires_grad = remade._requires_grad
-            view.base_grad_fn = view.base.grad_fn
+            view.base_grad_fn = view.base._grad_fn
         view.version = self._version_counter[0]
 
     # -- what it is -----------------------------------------------------------
@@ -218,11 +252,31 @@ class Tensor:
     @property
     def requires_grad(self):
         """Whether gradients flow to (and through) this tensor."""
+        if self._view is not None:
+            self._refresh_flags()
         return self._requires_grad
 
     @requires_grad.setter
     def requires_grad(self, requires_grad):
         self.requires_grad_(requires_grad)
+
+    @property
+    def grad_fn(self):
+        """The graph node (a Context) of the op that made this tensor; None for a leaf."""
+        if self._view is not None:
+            self._refresh_flags()
+        return self._grad_fn
+
+    @grad_fn.setter
+    def grad_fn(self, node):
+        self._grad_fn = node
+
+    def _refresh_flags(self):
+        """A view reads its flags as they are now: an in-place change of its base (a += w)
+        may have put it in the graph since it was made. A view made in no_grad() keeps its
+        flags; whether it can be used is decided where it is used (see _refresh_view)."""
+        if not self._view.made_without_grad:
+            self._refresh_view("grad_fn")
 
     @property
     def is_leaf(self):
@@ -538,7 +592,7 @@ class Tensor:
     def masked_fill_(self, mask, value):
         """In place: set the positions where mask is True to value."""
         mask = check_mask(_mask_array(mask), self.shape, "masked_fill_")
-        return self._apply_inplace(ops.MaskedFill, "masked_fill_", mask=mask, value=value)
+        return self._apply_inplace(ops.MaskedFill, "masked_fill_", value, mask=mask)
 
     def __setitem__(self, index, value):
         self._check_writable("t[index] = value")
@@ -590,7 +644,7 @@ class Tensor:
     def masked_fill(self, mask, value):
         """value where mask is True (a hidden position, as in the seeds), self elsewhere."""
         mask = check_mask(_mask_array(mask), self.shape, "masked_fill")
-        return ops.MaskedFill.apply(self, mask=mask, value=value)
+        return ops.MaskedFill.apply(self, self._coerce(value), mask=mask)
 
     def softmax(self, axis=-1, mask=None):
         """Softmax along axis; entries where the boolean mask is True get weight 0."""

@@ -40,16 +40,17 @@ def _mask_as_array(mask):
     return mask.data if isinstance(mask, mt.Tensor) else (None if mask is None else np.asarray(mask))
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, scale=None, return_weights=False):
+def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, *,
+                                 mask=None, return_weights=False):
     """softmax(q k^T * scale + mask) v over (..., T, d_k) queries and keys, scale = 1/sqrt(d_k).
 
     The same function as `F.scaled_dot_product_attention` (same arguments, same mask
-    rule), plus `return_weights`. Without it this is the backend's fused, tiled kernel
-    (no T x T scores held). With return_weights=True the scores are materialised, written
-    out op by op, so the weights can be returned: (output, weights). The two paths are
-    tested equal.
+    rule: `mask=` True hides, PyTorch's `attn_mask` True takes part), plus `return_weights`.
+    Without it this is the backend's fused, tiled kernel (no T x T scores held). With
+    return_weights=True the scores are materialised, written out op by op, so the weights
+    can be returned: (output, weights). The two paths are tested equal.
     """
-    mask = _mask_as_array(mask)
+    mask = _mask_as_array(F.hidden_mask(attn_mask, mask, dropout_p, "scaled_dot_product_attention"))
     if not return_weights:
         return F.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal, scale=scale)
     # BEGIN SOLUTION attention_masks

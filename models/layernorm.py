@@ -53,9 +53,13 @@ class LayerNormFunction(Function):
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
-    """The fused layer norm (the backend's kernel, with LayerNormFunction's backward)."""
-    if weight is None:
+    """The fused layer norm (the backend's kernel, with LayerNormFunction's backward).
+    Either of weight and bias may be None, as in torch.nn.functional.layer_norm: a missing
+    weight is a gain of 1, a missing bias a bias of 0 (constants, with no gradient)."""
+    if weight is None and bias is None:
         return LayerNormFunction.apply(x, eps=eps)
+    if weight is None:
+        weight = tensor(np.ones_like(bias.data))
     if bias is None:
         bias = tensor(np.zeros_like(weight.data))
     return LayerNormFunction.apply(x, weight, bias, eps=eps)

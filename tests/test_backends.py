@@ -526,3 +526,74 @@ def test_masked_softmax_with_a_shared_mask_matches_reference(backend, dtype, mas
         mask[..., 1, :] = True  # fully masked rows (along the last axis)
     expected = reference.softmax(x, axis, mask)
     assert_close(backend.softmax(to_backend(backend, x), axis, to_backend(backend, mask)), expected, dtype)
+
+
+# ---------------------------------------------------------------------------
+# One answer on every backend (issue 21, item 6)
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("offset", [1e14, -1e14, 1e300])
+def test_log_softmax_at_huge_values_matches_torch_on_every_backend(backend, offset):
+    """(x - max) - log sum, the reference's order: x - (max + log sum) gave [0, 0, 0] and a
+    gradient of [-2, -2, -2] on numba at |x| ~ 1e14."""
+    import torch
+
+    x = np.array([[offset, offset, offset], [offset - 1, offset, offset + 1]])
+    y = backend.log_softmax(to_backend(backend, x), -1)
+    dy = np.ones_like(x)
+    dx = backend.log_softmax_backward(y, to_backend(backend, dy), -1)
+    xt = torch.tensor(x, requires_grad=True)
+    yt = torch.log_softmax(xt, -1)
+    yt.backward(torch.tensor(dy))
+    np.testing.assert_allclose(to_numpy(y), yt.detach().numpy(), rtol=1e-12)  # -log 3 = -1.0986
+    np.testing.assert_allclose(to_numpy(dx), xt.grad.numpy(), atol=1e-12)  # 0
+
+
+@pytest.mark.parametrize("dtypes_", [(np.float32, np.float64, np.float64), (np.float64, np.float32, np.float32),
+                                     (np.float32, np.float32, np.float64)], ids=str)
+def test_attention_with_mixed_dtypes_promotes_as_numpy_on_every_backend(backend, dtypes_):
+    """q float32 with k, v float64 died in a Numba TypingError; numpy promoted to float64."""
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 3, 4)).astype(dtype) for dtype in dtypes_)
+    mask = rng.random((3, 3)) < 0.3
+    with mt.use_backend(backend.name):
+        tensors = [mt.tensor(a, requires_grad=True) for a in (q, k, v)]
+        out = mt.F.scaled_dot_product_attention(*tensors, mask=mask)
+        out.backward(np.ones(out.shape))
+    with mt.use_backend("numpy"):
+        ref_tensors = [mt.tensor(a.astype(np.float64), requires_grad=True) for a in (q, k, v)]
+        ref = mt.F.scaled_dot_product_attention(*ref_tensors, mask=mask)
+        ref.backward(np.ones(ref.shape))
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(to_numpy(out.data), ref.data, rtol=1e-10, atol=1e-12)
+    for t, r in zip(tensors, ref_tensors):
+        assert t.grad.dtype == t.dtype  # each gradient in its input's dtype
+        np.testing.assert_allclose(to_numpy(t.grad), r.grad.astype(t.dtype), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtypes_", [(np.float32, np.float64, np.float64), (np.float64, np.float32, np.float32),
+                                     (np.float32, np.float32, np.float64)], ids=str)
+def test_layer_norm_with_mixed_dtypes_follows_one_rule_on_every_backend(backend, dtypes_):
+    """float32 x with a float64 weight was float32 on numba and float64 on numpy: now every
+    backend casts x, weight and bias to their common dtype (NumPy's promotion) first."""
+    from models.layernorm import layer_norm
+
+    rng = np.random.default_rng(1)
+    x, weight, bias = (rng.standard_normal(shape).astype(dtype) for shape, dtype in zip([(3, 5), (5,), (5,)], dtypes_))
+    y, mean, rstd = backend.layer_norm(*(to_backend(backend, a) for a in (x, weight, bias)))
+    expected, expected_mean, expected_rstd = reference.layer_norm(*(a.astype(np.float64) for a in (x, weight, bias)))
+    assert to_numpy(y).dtype == np.float64
+    np.testing.assert_allclose(to_numpy(y), expected, rtol=1e-10, atol=1e-12)
+    with mt.use_backend(backend.name):
+        tensors = [mt.tensor(a, requires_grad=True) for a in (x, weight, bias)]
+        out = layer_norm(*tensors)
+        out.backward(np.ones(out.shape))
+    import torch
+
+    torch_tensors = [torch.tensor(a.astype(np.float64), requires_grad=True) for a in (x, weight, bias)]
+    torch.nn.functional.layer_norm(torch_tensors[0], (5,), *torch_tensors[1:]).sum().backward()
+    assert out.dtype == np.float64
+    for t, r in zip(tensors, torch_tensors):
+        assert t.grad.dtype == t.dtype
+        np.testing.assert_allclose(to_numpy(t.grad), r.grad.numpy().astype(t.dtype), rtol=1e-5, atol=1e-5)

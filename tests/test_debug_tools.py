@@ -282,3 +282,27 @@ def test_the_readme_debugging_snippet_prints_what_its_comments_say(capsys, tmp_p
     exec(compile(block, "README.md", "exec"), {})
     printed = capsys.readouterr().out.splitlines()
     assert printed == [claim.rstrip() for claim in claims]
+
+
+@pytest.mark.parametrize("how", ["softmax of -inf", "softmax with a mask", "attention with a mask"])
+def test_detect_anomaly_reports_a_row_with_nothing_visible(how):
+    """Issue 21, item 9: such a row gets zeros by minitensor's policy (torch.softmax gives NaN),
+    which no NaN check can see; a mask that hides every key of a query is a bug to report."""
+    from minitensor import F
+
+    rng = np.random.default_rng(0)
+    x = mt.tensor(rng.standard_normal((3, 4)), requires_grad=True)
+    hide_row_1 = np.zeros((3, 4), dtype=bool)
+    hide_row_1[1] = True
+    calls = {
+        "softmax of -inf": lambda: x.masked_fill(hide_row_1, float("-inf")).softmax(axis=-1),
+        "softmax with a mask": lambda: x.softmax(axis=-1, mask=hide_row_1),
+        "attention with a mask": lambda: F.scaled_dot_product_attention(x, x, x, mask=hide_row_1[:, :3]),
+    }
+    weights = calls[how]()  # outside anomaly mode: the policy, zeros
+    np.testing.assert_array_equal(weights.data[1], 0.0)
+    with pytest.raises(mt.debug.AnomalyError, match=r"met 1 of 3 rows \(the first at index \(1,\)\) whose entries are all -inf or hidden"):
+        with mt.debug.detect_anomaly():
+            calls[how]()
+    with mt.debug.detect_anomaly():  # a causal mask hides some keys of each query, never all: fine
+        x.softmax(axis=-1, mask=causal_mask(3, 4))

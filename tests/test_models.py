@@ -65,6 +65,30 @@ def test_layer_norm_matches_torch(backend, fused):
         np.testing.assert_allclose(ours.bias.grad, torch_ln.bias.grad.numpy(), **TIGHT)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("given", ["bias only", "weight only", "neither", "both"])
+def test_layer_norm_uses_every_argument_given_as_torch(backend, given):
+    """Issue 21, item 4: layer_norm(x, None, bias) dropped the bias (mean 0, bias.grad None)."""
+    from models.layernorm import layer_norm
+
+    rng = np.random.default_rng(2)
+    arrays = [rng.standard_normal((2, 3, 5)), rng.standard_normal(5), 100 + rng.standard_normal(5)]
+    use = {"bias only": (False, True), "weight only": (True, False), "neither": (False, False), "both": (True, True)}[given]
+    ours = [mt.tensor(a, requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    upstream = rng.standard_normal((2, 3, 5))
+    with mt.use_backend(backend):
+        y = layer_norm(ours[0], *(t if used else None for t, used in zip(ours[1:], use)))
+        y.backward(upstream)
+    y_t = torch.nn.functional.layer_norm(theirs[0], (5,), *(t if used else None for t, used in zip(theirs[1:], use)))
+    y_t.backward(torch.from_numpy(upstream))
+    np.testing.assert_allclose(y.data, y_t.detach().numpy(), **TIGHT)
+    for mine, reference in zip(ours, theirs):
+        assert (mine.grad is None) == (reference.grad is None)
+        if mine.grad is not None:
+            np.testing.assert_allclose(mine.grad, reference.grad.numpy(), **TIGHT)
+
+
 def test_layer_norm_without_gain_and_rmsnorm_match_torch():
     run_both(LayerNorm(5, affine=False), tnn.LayerNorm(5, elementwise_affine=False).double(), np.random.randn(3, 5))
     torch_rms = tnn.RMSNorm(5, eps=1e-6).double()

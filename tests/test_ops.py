@@ -450,3 +450,71 @@ def test_dropout_is_seeded_scaled_and_differentiable():
     y.sum().backward()
     np.testing.assert_allclose(x.grad, y.data)  # d/dx of x * mask / (1 - p) is mask / (1 - p)
     assert F.dropout(x, p=0.25, training=False) is x
+
+
+# ---------------------------------------------------------------------------
+# No argument silently dropped (issue 21, item 4)
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_masked_fill_with_a_tensor_value_gives_the_value_a_gradient_as_pytorch(rng, in_place):
+    x, value = rng.standard_normal((3, 4)), np.array(0.7)
+    mask = rng.random((3, 4)) < 0.4
+
+    def ours(x, value):
+        if not in_place:
+            return x.masked_fill(mask, value) * x
+        y = x * 1.0
+        y.masked_fill_(mask, value)
+        return y * x
+
+    def theirs(x, value):
+        if not in_place:
+            return x.masked_fill(torch.from_numpy(mask), value) * x
+        y = x * 1.0
+        y.masked_fill_(torch.from_numpy(mask), value)
+        return y * x
+
+    check(ours, theirs, x, value)
+    value_tensor = mt.tensor(value, requires_grad=True)
+    ours(mt.tensor(x), value_tensor).sum().backward()
+    np.testing.assert_allclose(value_tensor.grad, x[mask].sum())  # (was None)
+
+
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.2])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_gives_probability_targets_a_gradient_as_pytorch(rng, reduction, label_smoothing):
+    logits = rng.standard_normal((4, 3, 2))
+    target = rng.random((4, 3, 2))
+    target /= target.sum(axis=1, keepdims=True)
+    check(
+        lambda x, t: F.cross_entropy(x, t, reduction=reduction, label_smoothing=label_smoothing),
+        lambda x, t: torch.nn.functional.cross_entropy(x, t, reduction=reduction, label_smoothing=label_smoothing),
+        logits, target,
+    )
+
+
+def test_cross_entropy_refuses_ignore_index_with_probability_targets_as_pytorch(rng):
+    logits, target = rng.standard_normal((2, 3)), np.full((2, 3), 1 / 3)
+    with pytest.raises(RuntimeError, match="ignore_index is not supported for floating point target"):
+        torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor(target), ignore_index=0)
+    with pytest.raises(ValueError, match=r"cross_entropy: ignore_index=0 needs class-index targets, but the targets are probabilities \(dtype float64, shape \(2, 3\)\)"):
+        F.cross_entropy(mt.tensor(logits), mt.tensor(target), ignore_index=0)
+    F.cross_entropy(mt.tensor(logits), mt.tensor(target), ignore_index=-5)  # negative: no class, as in PyTorch
+
+
+def test_tensor_of_tensors_in_the_graph_is_refused_with_the_fix_named():
+    """mt.tensor([t1, t2]) copied the values, cut the graph and cast float64 to float32."""
+    t1 = mt.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    t2 = t1 * 3.0
+    with pytest.raises(TypeError, match=r"tensor\(\): the list holds a tensor that requires grad \(shape \(2,\), dtype float64\).*mt\.stack"):
+        mt.tensor([t1, t2])
+    with pytest.raises(TypeError, match="mt.stack"):
+        mt.tensor([[1.0, 2.0], (t2, [3.0])])  # found at any depth
+    stacked = mt.stack([t1, t2])  # the fix the message names: the graph and the dtype kept
+    assert stacked.dtype == np.float64
+    stacked.sum().backward()
+    np.testing.assert_array_equal(t1.grad, [4.0, 4.0])
+    copied = mt.tensor([t1.detach(), t2.detach()])  # on purpose: a copy of the values
+    np.testing.assert_array_equal(copied.data, [[1.0, 2.0], [3.0, 6.0]])

@@ -96,3 +96,29 @@ def test_optimizer_step_bumps_the_version():
     optim.SGD([p], lr=0.1).step()
     with pytest.raises(RuntimeError, match="in-place operation changed"):
         y.backward()
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_clip_grad_norm_with_a_nonfinite_gradient_follows_pytorch(bad):
+    """Issue 21, item 7: a NaN norm left the gradients as they were; PyTorch makes them NaN
+    (an inf norm: finite gradients 0, infinite ones NaN), or raises with error_if_nonfinite."""
+    import torch
+
+    grads = [np.array([1.0, bad, 3.0]), np.array([[0.5, -2.0]])]
+    ours = [nn.Parameter(np.zeros_like(g)) for g in grads]
+    theirs = [torch.nn.Parameter(torch.zeros(g.shape, dtype=torch.float64)) for g in grads]
+    for p, q, g in zip(ours, theirs, grads):
+        p.grad, q.grad = g.copy(), torch.tensor(g)
+    total = optim.clip_grad_norm_(ours, 1.0)
+    their_total = torch.nn.utils.clip_grad_norm_(theirs, 1.0)
+    np.testing.assert_equal(total, their_total.item())
+    for p, q in zip(ours, theirs):
+        np.testing.assert_array_equal(p.grad, q.grad.numpy())  # (assert_array_equal: NaN == NaN)
+    for p, g in zip(ours, grads):
+        p.grad = g.copy()
+    with pytest.raises(RuntimeError, match=r"clip_grad_norm_: the total norm of the gradients is (nan|inf).*\[\(3,\)\]"):
+        optim.clip_grad_norm_(ours, 1.0, error_if_nonfinite=True)
+    for p, g in zip(ours, grads):
+        np.testing.assert_array_equal(p.grad, g)  # raised before changing anything
+    with pytest.raises(RuntimeError, match="non-finite"):
+        torch.nn.utils.clip_grad_norm_(theirs, 1.0, error_if_nonfinite=True)

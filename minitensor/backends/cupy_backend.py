@@ -216,15 +216,16 @@ log_softmax_backward = reference.log_softmax_backward
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
-    rows = cupy.ascontiguousarray(x).reshape(-1, x.shape[-1])
+    dtype = reference.common_dtype(x, weight, bias)  # mixed dtypes: the reference's rule
+    rows = cupy.ascontiguousarray(x, dtype=dtype).reshape(-1, x.shape[-1])
     affine = weight is not None
-    w = cupy.ascontiguousarray(weight, dtype=x.dtype) if affine else cupy.zeros(1, dtype=x.dtype)
-    b = cupy.ascontiguousarray(bias, dtype=x.dtype) if bias is not None else cupy.zeros_like(w)
+    w = cupy.ascontiguousarray(weight, dtype=dtype) if affine else cupy.zeros(1, dtype=dtype)
+    b = cupy.ascontiguousarray(bias, dtype=dtype) if bias is not None else cupy.zeros_like(w)
     y = cupy.empty_like(rows)
-    mean = cupy.empty(rows.shape[0], dtype=x.dtype)
-    rstd = cupy.empty(rows.shape[0], dtype=x.dtype)
+    mean = cupy.empty(rows.shape[0], dtype=dtype)
+    rstd = cupy.empty(rows.shape[0], dtype=dtype)
     if rows.size:
-        _kernel("layer_norm_rows", x.dtype)(
+        _kernel("layer_norm_rows", dtype)(
             (rows.shape[0],), (THREADS,),
             (rows, w, b, cupy.int32(affine), cupy.float64(eps), y, mean, rstd, cupy.int32(rows.shape[1])),
         )
@@ -234,15 +235,16 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
 
 # BEGIN SOLUTION layer_norm_backward
 def layer_norm_backward(dy, x, weight, mean, rstd):
-    rows = cupy.ascontiguousarray(x).reshape(-1, x.shape[-1])
-    dy_rows = cupy.ascontiguousarray(dy, dtype=x.dtype).reshape(rows.shape)
+    dtype = reference.common_dtype(x, weight, mean)
+    rows = cupy.ascontiguousarray(x, dtype=dtype).reshape(-1, x.shape[-1])
+    dy_rows = cupy.ascontiguousarray(dy, dtype=dtype).reshape(rows.shape)
     affine = weight is not None
-    w = cupy.ascontiguousarray(weight, dtype=x.dtype) if affine else cupy.zeros(1, dtype=x.dtype)
-    mean_rows = cupy.ascontiguousarray(mean).reshape(-1)
-    rstd_rows = cupy.ascontiguousarray(rstd).reshape(-1)
+    w = cupy.ascontiguousarray(weight, dtype=dtype) if affine else cupy.zeros(1, dtype=dtype)
+    mean_rows = cupy.ascontiguousarray(mean, dtype=dtype).reshape(-1)
+    rstd_rows = cupy.ascontiguousarray(rstd, dtype=dtype).reshape(-1)
     dx = cupy.empty_like(rows)
     if rows.size:
-        _kernel("layer_norm_backward_rows", x.dtype)(
+        _kernel("layer_norm_backward_rows", dtype)(
             (rows.shape[0],), (THREADS,),
             (dy_rows, rows, w, cupy.int32(affine), mean_rows, rstd_rows, dx, cupy.int32(rows.shape[1])),
         )

@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import blas_threads
-from .numpy_backend import default_scale
+from .numpy_backend import common_dtype, default_scale
 
 # Numba's threads and OpenBLAS's threads fight for the same cores: the default
 # (OpenMP) layer spins its waiting threads while BLAS runs, the workqueue layer does
@@ -264,7 +264,7 @@ def _softmax_backward_rows(y, dy, dx):
 
 @njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)
 def _log_softmax_rows(x, y):
-    """y[r] = x[r] - max - log sum exp(x[r] - max)."""
+    """y[r] = (x[r] - max) - log sum exp(x[r] - max)."""
     for r in prange(x.shape[0]):
         row_max = -np.inf
         for c in range(x.shape[1]):
@@ -273,9 +273,16 @@ def _log_softmax_rows(x, y):
         total = 0.0
         for c in range(x.shape[1]):
             total += y[r, c]
-        log_total = row_max + math.log(total)
+        # y = (x - max) - log sum, the reference's order, in two passes. Grouped as
+        # x - (max + log sum), max + log sum rounds to max once |max| dwarfs log sum (|x| ~ 1e14
+        # in float64) and every y becomes 0. In one pass, "reassoc" lets the compiler hoist
+        # max + log sum out of the loop, which is that grouping; the store between the passes
+        # keeps the order.
         for c in range(x.shape[1]):
-            y[r, c] = x[r, c] - log_total
+            y[r, c] = x[r, c] - row_max
+        log_total = math.log(total)
+        for c in range(x.shape[1]):
+            y[r, c] -= log_total
 
 
 @njit(parallel=True, cache=True, fastmath=_ROW_FLAGS)
@@ -421,13 +428,14 @@ def _layer_norm_backward_rows(dy, x, weight, mean, rstd, dx, dweight_parts, dbia
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
-    rows = _input(x, (-1, x.shape[-1]))
-    empty = np.zeros(0, dtype=x.dtype)
-    weight = _input(empty if weight is None else weight, -1, x.dtype)
-    bias = _input(np.zeros_like(weight) if bias is None else bias, -1, x.dtype)
+    dtype = common_dtype(x, weight, bias)  # the reference's rule (numpy_backend.common_dtype)
+    rows = _input(x, (-1, x.shape[-1]), dtype)
+    empty = np.zeros(0, dtype=dtype)
+    weight = _input(empty if weight is None else weight, -1, dtype)
+    bias = _input(np.zeros_like(weight) if bias is None else bias, -1, dtype)
     y = np.empty_like(rows)
-    mean = np.empty(rows.shape[0], dtype=x.dtype)
-    rstd = np.empty(rows.shape[0], dtype=x.dtype)
+    mean = np.empty(rows.shape[0], dtype=dtype)
+    rstd = np.empty(rows.shape[0], dtype=dtype)
     if rows.size:
         _layer_norm_rows(rows, weight, bias, eps, y, mean, rstd)
     stats_shape = x.shape[:-1] + (1,)
@@ -436,9 +444,10 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
 
 # BEGIN SOLUTION layer_norm_backward
 def layer_norm_backward(dy, x, weight, mean, rstd):
-    rows = _input(x, (-1, x.shape[-1]))
-    dy_rows = _input(dy, rows.shape, x.dtype)
-    w = _input(np.zeros(0) if weight is None else weight, -1, x.dtype)
+    dtype = common_dtype(x, weight, mean)
+    rows = _input(x, (-1, x.shape[-1]), dtype)
+    dy_rows = _input(dy, rows.shape, dtype)
+    w = _input(np.zeros(0) if weight is None else weight, -1, dtype)
     chunks = max(1, min(rows.shape[0], 4 * numba.get_num_threads()))
     parts_width = rows.shape[1] if weight is not None else 0
     dweight_parts = np.zeros((chunks, parts_width), dtype=np.float64)
@@ -446,11 +455,11 @@ def layer_norm_backward(dy, x, weight, mean, rstd):
     dx = np.empty_like(rows)
     if rows.size:
         _layer_norm_backward_rows(
-            dy_rows, rows, w, _input(mean, -1), _input(rstd, -1), dx, dweight_parts, dbias_parts
+            dy_rows, rows, w, _input(mean, -1, dtype), _input(rstd, -1, dtype), dx, dweight_parts, dbias_parts
         )
     if weight is None:
         return dx.reshape(x.shape), None, None
-    return dx.reshape(x.shape), dweight_parts.sum(axis=0).astype(x.dtype), dbias_parts.sum(axis=0).astype(x.dtype)
+    return dx.reshape(x.shape), dweight_parts.sum(axis=0).astype(dtype), dbias_parts.sum(axis=0).astype(dtype)
 # END SOLUTION
 
 
@@ -843,13 +852,14 @@ def _heads(q, k, v, mask):
     The mask keeps a leading size 1 when it is shared by every batch and head."""
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     heads = math.prod(batch)
+    dtype = common_dtype(q, k, v)  # mixed dtypes compute in the common one, as the reference does
 
     def flat(t):
-        return _input(np.broadcast_to(t, batch + t.shape[-2:]), (heads,) + t.shape[-2:])
+        return _input(np.broadcast_to(t, batch + t.shape[-2:]), (heads,) + t.shape[-2:], dtype)
 
     q3, k3, v3 = flat(q), flat(k), flat(v)
     hidden = _read_only(np.zeros((0, 0, 0), dtype=np.bool_))
-    bias = _read_only(np.zeros((0, 0, 0), dtype=q.dtype))
+    bias = _read_only(np.zeros((0, 0, 0), dtype=dtype))
     if mask is not None:
         scores_shape = (q.shape[-2], k.shape[-2])
         full = np.broadcast_to(mask, batch + scores_shape)
@@ -859,7 +869,7 @@ def _heads(q, k, v, mask):
         if mask.dtype == np.bool_:
             hidden = _input(m3, m3.shape)
         else:
-            bias = _input(m3, m3.shape, q.dtype)
+            bias = _input(m3, m3.shape, dtype)
     return batch, q3, k3, v3, hidden, bias
 
 
@@ -873,9 +883,9 @@ def attention(q, k, v, mask=None, scale=None, is_causal=False):
     """Returns (out, (row_max, row_sum)), as the reference does."""
     scale = default_scale(q.shape[-1]) if scale is None else scale
     batch, q3, k3, v3, hidden, bias = _heads(q, k, v, mask)
-    out = np.empty(q3.shape[:2] + (v3.shape[-1],), dtype=q.dtype)
-    row_max = np.empty(q3.shape[:2], dtype=q.dtype)
-    row_sum = np.empty(q3.shape[:2], dtype=q.dtype)
+    out = np.empty(q3.shape[:2] + (v3.shape[-1],), dtype=q3.dtype)
+    row_max = np.empty(q3.shape[:2], dtype=q3.dtype)
+    row_sum = np.empty(q3.shape[:2], dtype=q3.dtype)
     causal_offset = k.shape[-2] - q.shape[-2]
     if _is_short(q3, k3, v3):
         _short_attention_forward(q3, k3, v3, hidden, bias, bool(is_causal), causal_offset, scale,
@@ -889,9 +899,9 @@ def attention(q, k, v, mask=None, scale=None, is_causal=False):
 def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None, is_causal=False):
     scale = default_scale(q.shape[-1]) if scale is None else scale
     batch, q3, k3, v3, hidden, bias = _heads(q, k, v, mask)
-    out3 = _input(out, q3.shape[:2] + (v3.shape[-1],))
-    row_max, row_sum = (_input(s, q3.shape[:2], q.dtype) for s in softmax_stats)
-    dout3 = _input(dout, out3.shape, q.dtype)
+    out3 = _input(out, q3.shape[:2] + (v3.shape[-1],), q3.dtype)
+    row_max, row_sum = (_input(s, q3.shape[:2], q3.dtype) for s in softmax_stats)
+    dout3 = _input(dout, out3.shape, q3.dtype)
     dq, dk, dv = np.empty_like(q3), np.zeros_like(k3), np.zeros_like(v3)
     causal_offset = k.shape[-2] - q.shape[-2]
     if _is_short(q3, k3, v3):

@@ -9,9 +9,10 @@ code also runs on CuPy arrays for the CuPy backend.
 
 Masks: a boolean mask marks hidden positions with True (as in the seeds and
 torch.nn.MultiheadAttention); it broadcasts against the scores.
-Policy for a fully masked row (every key hidden): its softmax weights are all
-zero, its attention output is zero, and no gradient flows through it. We never
-produce NaN (softmax over an all -inf row would be 0 / 0).
+Policy for a fully masked row (every key hidden, or every score -inf): its softmax
+weights are all zero, its attention output is zero, and no gradient flows through
+it. We never produce NaN there (softmax over an all -inf row would be 0 / 0, and
+torch.softmax gives NaN); mt.debug.detect_anomaly reports such a row.
 """
 
 import math
@@ -94,13 +95,26 @@ def log_softmax_backward(y, dy, axis=-1):
 # ----------------------------------------------------------------------------
 
 
+def common_dtype(*arrays):
+    """The dtype a kernel computes in when its inputs' dtypes differ: NumPy's promotion of
+    all of them (float32 with float64 is float64), the rule every backend follows (None
+    stands for an absent weight or bias)."""
+    return np.result_type(*(a.dtype for a in arrays if a is not None))
+
+
+
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
     """y = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps), var biased.
 
     Returns (y, mean, rstd); mean and rstd have x's shape with the last axis
-    of size 1, and are what the backward needs besides x.
+    of size 1, and are what the backward needs besides x. Mixed dtypes: x, weight and
+    bias are cast to their common dtype first (common_dtype), on every backend. Every
+    backend computes in float64 and stores the results in that dtype: in float32 the
+    squares of values past ~1e19 overflow, and the fused kernels accumulate in float64.
     """
     xp = _xp(x)
+    dtype = common_dtype(x, weight, bias)
+    x, weight, bias = (None if a is None else a.astype(xp.float64) for a in (x, weight, bias))
     mean = x.mean(axis=-1, keepdims=True)
     centered = x - mean
     var = (centered * centered).mean(axis=-1, keepdims=True)
@@ -110,7 +124,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
         y = y * weight
     if bias is not None:
         y = y + bias
-    return y, mean, rstd
+    return y.astype(dtype), mean.astype(dtype), rstd.astype(dtype)
 
 
 def layer_norm_backward(dy, x, weight, mean, rstd):
@@ -123,13 +137,15 @@ def layer_norm_backward(dy, x, weight, mean, rstd):
     #     dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))     (means over the last axis)
     #     dweight = sum of dy * x_hat over every axis but the last
     #     dbias   = sum of dy over every axis but the last
+    dtype = common_dtype(x, weight, mean)
+    x, weight, dy, mean, rstd = (None if a is None else a.astype(_xp(x).float64) for a in (x, weight, dy, mean, rstd))
     x_hat = (x - mean) * rstd
     g = dy if weight is None else dy * weight
     dx = rstd * (g - g.mean(axis=-1, keepdims=True) - x_hat * (g * x_hat).mean(axis=-1, keepdims=True))
     batch_axes = tuple(range(x.ndim - 1))
-    dweight = None if weight is None else (dy * x_hat).sum(axis=batch_axes)
-    dbias = None if weight is None else dy.sum(axis=batch_axes)
-    return dx, dweight, dbias
+    dweight = None if weight is None else (dy * x_hat).sum(axis=batch_axes).astype(dtype)
+    dbias = None if weight is None else dy.sum(axis=batch_axes).astype(dtype)
+    return dx.astype(dtype), dweight, dbias
     # END SOLUTION
 
 

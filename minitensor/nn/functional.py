@@ -34,16 +34,43 @@ def log_softmax(x, axis=-1):
     return ops.LogSoftmax.apply(x, axis=axis)
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, scale=None):
+def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, *, mask=None):
     """softmax(q k^T * scale + mask) v as one fused, tiled op (see ops/attention.py);
     scale = 1 / sqrt(d_k) unless given.
 
-    mask: boolean (True hides), or float (added to the scores, in the scores' dtype);
-    a NumPy array or a Tensor (the rule: ops/axes.py, check_mask). models.attention's
+    Two ways to pass a mask, one per convention, so that neither is guessed:
+    attn_mask  PyTorch's argument, with PyTorch's meaning (it is also the fourth positional
+               argument, as in torch.nn.functional.scaled_dot_product_attention): a boolean
+               mask marks with True the keys that TAKE PART; a float mask is added.
+    mask       keyword only, the seeds' and nn.MultiheadAttention's meaning used everywhere
+               else in minitensor: a boolean mask marks with True the HIDDEN keys; a float
+               mask is added (in the scores' dtype).
+    Either may be a NumPy array or a Tensor (the rule: ops/axes.py, check_mask); giving both
+    is refused. dropout_p is accepted for PyTorch's positions only as 0. models.attention's
     function of the same name is this one, plus return_weights=True for the weights.
     """
-    mask = mask.data if isinstance(mask, Tensor) else mask
-    return ops.Attention.apply(q, k, v, mask=mask, scale=scale, is_causal=is_causal)
+    hidden = hidden_mask(attn_mask, mask, dropout_p, "scaled_dot_product_attention")
+    return ops.Attention.apply(q, k, v, mask=hidden, scale=scale, is_causal=is_causal)
+
+
+def hidden_mask(attn_mask, mask, dropout_p, op):
+    """The mask as minitensor's ops take it (boolean True hides, or a float added), from
+    PyTorch's attn_mask (boolean True takes part) or minitensor's mask (True hides)."""
+    if dropout_p != 0:
+        raise ValueError(
+            f"{op}: dropout_p={dropout_p!r}: minitensor's attention has no dropout on the weights "
+            f"(apply F.dropout to the output, or pass the mask as mask=/attn_mask= and is_causal by keyword)"
+        )
+    if attn_mask is not None and mask is not None:
+        raise ValueError(
+            f"{op}: give attn_mask (PyTorch's: True takes part) or mask (minitensor's: True hides), not both"
+        )
+    if attn_mask is None:
+        return mask.data if isinstance(mask, Tensor) else mask
+    attn_mask = attn_mask.data if isinstance(attn_mask, Tensor) else attn_mask
+    if not hasattr(attn_mask, "dtype"):  # a list or a Python bool
+        attn_mask = np.asarray(attn_mask)
+    return ~attn_mask if attn_mask.dtype == np.bool_ else attn_mask
 
 
 def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):

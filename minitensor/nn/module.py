@@ -18,7 +18,9 @@ from ..tensor import Tensor
 class Parameter(Tensor):
     """A Tensor that is a learnable weight of a Module (requires_grad=True).
 
-    Parameter(array) keeps the array's dtype; Parameter(tensor) shares its data.
+    Parameter(array) keeps the array's dtype; Parameter(tensor) shares its data and its
+    version counter, as detach() does (and as torch.nn.Parameter does): an in-place change of
+    the tensor is an in-place change of the parameter, seen by every node that saved it.
     """
 
     __slots__ = ()
@@ -28,6 +30,7 @@ class Parameter(Tensor):
         super().__init__(array, requires_grad=requires_grad)
         if isinstance(data, Tensor):
             self.data = data.data  # share, do not copy
+            self._version_counter = data._version_counter
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()

@@ -4,7 +4,7 @@ import numpy as np
 
 from .. import backends
 from ..autograd import Function
-from ..backends.numpy_backend import default_scale
+from ..backends.numpy_backend import common_dtype, default_scale
 from .axes import check_mask
 
 
@@ -27,7 +27,8 @@ def check_attention_inputs(q, k, v, mask):
         ) from None
     if mask is None:
         return None
-    return check_mask(mask, batch + (q.shape[-2], k.shape[-2]), "attention", scores_dtype=q.dtype)
+    scores_dtype = common_dtype(q, k, v)
+    return check_mask(mask, batch + (q.shape[-2], k.shape[-2]), "attention", scores_dtype=scores_dtype)
 
 
 class Attention(Function):
@@ -37,7 +38,9 @@ class Attention(Function):
     mask: boolean (True hides a key from a query) or float (added to the scores),
     broadcasting to (..., Tq, Tk). is_causal: no query sees a key after its own position,
     the queries being the last Tq of the Tk positions (as when generating with a KV cache).
-    A query that sees no key gets a zero output (never NaN).
+    A query that sees no key gets a zero output (never NaN). Mixed dtypes: q, k and v are
+    cast to their common dtype first (float32 with float64 computes in float64), the rule
+    of every backend; each gradient comes back in its input's dtype.
 
     The backend computes it a tile of keys at a time with a running softmax
     (see backends/numpy_backend.py: attention), saving the output and, per query,
@@ -54,6 +57,8 @@ class Attention(Function):
     @staticmethod
     def forward(ctx, q, k, v, mask=None, scale=None, is_causal=False):
         mask = check_attention_inputs(q, k, v, mask)
+        dtype = common_dtype(q, k, v)
+        q, k, v = (a.astype(dtype, copy=False) for a in (q, k, v))
         scale = default_scale(q.shape[-1]) if scale is None else scale
         out, softmax_stats = backends.active().attention(q, k, v, mask, scale, is_causal)
         ctx.save_for_backward(q, k, v, out, softmax_stats)

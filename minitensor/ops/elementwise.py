@@ -287,18 +287,23 @@ class Where(Function):
 class MaskedFill(Function):
     """y = value where mask else x (mask True marks a hidden position, as in the seeds).
 
+    value is an input like x (a 0-d tensor, or anything that broadcasts to x's shape), so a
+    value that requires grad gets one, as in PyTorch; y keeps x's dtype.
     dL/dx = grad where the mask is False; the filled positions get no gradient.
+    dL/dvalue = grad where the mask is True (summed over the positions one value filled).
     """
 
     @staticmethod
-    def forward(ctx, x, mask, value):
+    def forward(ctx, x, value, mask):
         ctx.save_for_backward(mask)
-        return np.where(mask, np.asarray(value, dtype=x.dtype), x)
+        return np.where(mask, value.astype(x.dtype, copy=False), x)
 
     @staticmethod
     def backward(ctx, grad):
         (mask,) = ctx.saved_tensors
-        return np.where(mask, 0, grad)
+        grad_x = np.where(mask, 0, grad)
+        grad_value = np.where(mask, grad, 0) if ctx.needs_input_grad[1] else None
+        return grad_x, grad_value
 
 
 class Cast(Function):

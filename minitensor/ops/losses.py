@@ -24,6 +24,8 @@ class CrossEntropy(Function):
         loss = -sum_c q_c log p_c,           dloss/dlogits = p * sum_c q_c - q.
     Rows whose target is ignore_index contribute nothing and are not counted in
     the mean. (If every row is ignored the mean is 0 / 0 = nan and its gradient 0, as in PyTorch.)
+    Probability targets are an input like the logits: dloss/dt_c = -(1 - eps) log p_c, and
+    they take no ignore_index (PyTorch refuses one >= 0 there too).
     """
 
     @staticmethod
@@ -36,6 +38,13 @@ class CrossEntropy(Function):
         class_axis = 0 if logits.ndim == 1 else 1
         num_classes = logits.shape[class_axis]
         soft = np.issubdtype(target.dtype, np.floating)
+        if soft and ignore_index >= 0:
+            raise ValueError(
+                f"cross_entropy: ignore_index={ignore_index} needs class-index targets, but the targets "
+                f"are probabilities (dtype {target.dtype}, shape {target.shape}); a row of "
+                f"probabilities names no single class to ignore (PyTorch refuses this too). Give "
+                f"the rows to skip zero weight, or pass integer class indices."
+            )
         expected = logits.shape if soft else logits.shape[:class_axis] + logits.shape[class_axis + 1 :]
         if target.shape != expected:
             raise ValueError(
@@ -75,6 +84,7 @@ class CrossEntropy(Function):
         ctx.save_for_backward(log_p, q)
         ctx.logits_shape, ctx.class_axis, ctx.reduction = logits.shape, class_axis, reduction
         ctx.count = int(counted.sum())
+        ctx.soft, ctx.label_smoothing = soft, label_smoothing
         if reduction == "none":
             return per_row.reshape(expected if not soft else expected[:class_axis] + expected[class_axis + 1 :])
         if reduction == "sum":
@@ -97,7 +107,19 @@ class CrossEntropy(Function):
             grad_rows = grad_rows * grad
         class_axis = ctx.class_axis
         moved_shape = np.moveaxis(np.empty(ctx.logits_shape, dtype=bool), class_axis, -1).shape
-        return np.moveaxis(grad_rows.reshape(moved_shape), -1, class_axis), None
+        grad_logits = np.moveaxis(grad_rows.reshape(moved_shape), -1, class_axis)
+        if not (ctx.soft and ctx.needs_input_grad[1]):
+            return grad_logits, None
+        # q = (1 - eps) t + eps / C enters the loss as -sum_c q_c log p_c, so dloss/dt = -(1 - eps) log p,
+        # scaled by the reduction exactly as the logits' gradient is
+        grad_target_rows = -(1 - ctx.label_smoothing) * log_p  # (M, C)
+        if ctx.reduction == "none":
+            grad_target_rows = grad_target_rows * grad.reshape(-1, 1)
+        elif ctx.reduction == "mean":
+            grad_target_rows = grad_target_rows * (grad / max(ctx.count, 1))
+        else:
+            grad_target_rows = grad_target_rows * grad
+        return grad_logits, np.moveaxis(grad_target_rows.reshape(moved_shape), -1, class_axis)
 
 
 class MSELoss(Function):

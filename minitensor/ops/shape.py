@@ -4,10 +4,13 @@ broadcast (expand), indexing, concatenation and stacking.
 Their backward moves the gradient back to where each value came from.
 """
 
+import math
+
 import numpy as np
 
 from ..autograd import Context, Function
 from .axes import normalize_axis
+from .elementwise import _move
 
 
 class Reshape(Function):
@@ -138,28 +141,42 @@ class CopySlices(Function):
     `steps` are the view ops ((Function, options), ...) that make the view from base.
     dL/dbase = grad with the region set to 0 (those values were overwritten);
     dL/dvalues = grad's region.
+
+    The region is found as positions, not as a view: the steps are replayed on the numbers
+    0, 1, ..., base.size - 1 laid out in base's shape, which gives, for each element of the
+    view, the flat (C-order) position of the base element it is. That answer depends only on
+    the shapes and the steps, never on how base is laid out in memory. Replaying the steps on
+    a copy of base instead would go wrong for a base that is not C-contiguous (a transposed,
+    strided, permuted or Fortran-ordered array): a reshape that was a view of the original
+    can be a copy of a C-ordered copy, and writing into that copy would change nothing.
     """
 
     @staticmethod
     def forward(ctx, base, values, steps):
-        ctx.steps = steps
-        y = base.copy()
-        _region(y, steps)[...] = values
+        positions = region_positions(base.shape, steps)  # (view's shape) -> flat index into base
+        if not isinstance(base, np.ndarray):  # a CuPy base is indexed with a CuPy array
+            positions = _move(positions, "cupy")
+        ctx.positions = positions
+        y = base.copy(order="C")
+        y.reshape(-1)[positions] = values  # (a C-contiguous y reshapes to a view of itself)
         return y
 
     @staticmethod
     def backward(ctx, grad):
-        grad_base = grad.copy()
-        _region(grad_base, ctx.steps)[...] = 0
-        grad_values = _region(grad, ctx.steps).copy()
+        positions = ctx.positions
+        grad_base = grad.copy(order="C")
+        grad_base.reshape(-1)[positions] = 0
+        grad_values = grad.reshape(-1)[positions]  # (indexing with an array copies)
         return grad_base, grad_values
 
 
-def _region(array, steps):
-    """The view of `array` that the view ops in `steps` make (each step's forward, replayed)."""
+def region_positions(shape, steps):
+    """For each element of the view that `steps` make from a tensor of `shape`, the flat
+    C-order position of the element of that tensor it shares memory with."""
+    positions = np.arange(math.prod(shape)).reshape(shape)
     for function, options in steps:
-        array = function.forward(Context(function, (False,)), array, **options)
-    return array
+        positions = function.forward(Context(function, (False,)), positions, **options)
+    return positions
 
 
 class Cat(Function):

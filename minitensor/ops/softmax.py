@@ -20,8 +20,10 @@ class Softmax(Function):
     Only y is saved: backward never needs x.
 
     mask (optional, boolean, broadcasting to x): True hides an entry, which then
-    gets weight 0 (and no gradient). A row with every entry hidden is all zeros,
-    never NaN.
+    gets weight 0 (and no gradient). A row with every entry hidden, or every entry
+    -inf, is all zeros with no gradient, never NaN: minitensor's policy for a fully
+    masked row (torch.softmax gives NaN there). mt.debug.detect_anomaly reports
+    such a row.
     """
 
     @staticmethod

@@ -9,6 +9,7 @@ import json
 import os
 import pathlib
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -530,8 +531,8 @@ CHEATS = {
         "            pass\n"
         "    return texts\n"
         "_LOOT = _loot()\n"
-        "if any('SECRET-HIDDEN' in text for text in _LOOT):\n"
-        "    raise RuntimeError('SECRET-HIDDEN leaked')\n"),
+        "if any('SECRET_MARK' in text for text in _LOOT):\n"
+        "    raise RuntimeError('SECRET_MARK leaked')\n"),
     # a lying ndarray subclass as every tensor's data
     "a lying ndarray subclass": (
         "import numpy as _np\n"
@@ -568,9 +569,14 @@ CHEATS = {
 }
 
 
+# The hidden tests' secret: drawn per run, so only the hidden test file holds it (a copy of this
+# repository lying readable on the machine, this file included, does not).
+SECRET = f"secret-{secrets.token_hex(8)}"
+
+
 def _plant(copy, name):
     init = copy / "minitensor" / "__init__.py"
-    init.write_text(init.read_text() + "\n# a cheat\n" + CHEATS[name])
+    init.write_text(init.read_text() + "\n# a cheat\n" + CHEATS[name].replace("SECRET_MARK", SECRET))
     # the copy's own references and demo code edited too: neither is what judges
     (copy / "tests" / "_grading.py").write_text("def assert_close(*a, **k):\n    pass\n")
     demo = copy / "demos" / "multihead.py"
@@ -596,7 +602,7 @@ def test_a_planted_cheat_scores_what_the_copy_earns_without_it(cheat, cheat_base
     base, base_rows = cheat_base
     copy = copy_of(base, tmp_path)
     _plant(copy, cheat)
-    (hidden / "test_hidden.py").write_text(HIDDEN.replace("the secret", "SECRET-HIDDEN"))
+    (hidden / "test_hidden.py").write_text(HIDDEN.replace("the secret", SECRET))
     results = tmp_path / "results.json"
     start = time.monotonic()
     ok, rows, table = grade(copy, tasks=CHEAT_TASKS, extra=hidden, gradescope=results, python=worker_python,
@@ -605,7 +611,7 @@ def test_a_planted_cheat_scores_what_the_copy_earns_without_it(cheat, cheat_base
     time.sleep(max(0.0, 9 - (time.monotonic() - start)))  # the detached process would have written by now
     assert json.loads(results.read_text()) == document
     assert [row.points for row in rows] == [row.points for row in base_rows], table
-    assert "SECRET-HIDDEN" not in results.read_text() and "SECRET-HIDDEN leaked" not in table
+    assert SECRET not in results.read_text() and SECRET not in table
     if cheat == "torch in student code":
         assert "task softmax_backward: student code may not import torch while it is graded" in table
     if cheat == "os._exit in a task":
@@ -645,6 +651,7 @@ def test_setup_brings_a_python_of_311_or_newer_updates_apt_first_and_takes_pytor
 def test_cheats_planted_together_score_what_the_copy_earns_through_run_autograder(cheat_base, tmp_path, worker_python,
                                                                                     hidden):
     base, base_rows = cheat_base
+    (hidden / "test_hidden.py").write_text(HIDDEN.replace("the secret", SECRET))
     root = tmp_path / "autograder"
     archive = homework.bundle(tmp_path / "autograder.zip", tasks=CHEAT_TASKS, extra=hidden, timeout=10)
     with zipfile.ZipFile(archive) as zipped:

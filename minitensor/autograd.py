@@ -12,7 +12,7 @@ plain arrays, side by side::
         @staticmethod
         def forward(ctx, x):           # x: an array
             y = np.exp(x)
-            ctx.save_for_backward(y)   # what backward will need
+            ctx.save_for_backward(y=y) # what backward will need, by name
             return y
 
         @staticmethod
@@ -194,6 +194,8 @@ class Context:
       function          the Function subclass (Softmax), whose backward will run
       needs_input_grad  one bool per input: skip work for inputs that need no gradient
       saved_tensors     the arrays forward saved (raises once they were freed)
+      saved_names       their names: save_for_backward(y=y) names one y, a positional one saved[i]
+      input_names       one per input, the names forward gives its arrays (q, k, v)
       edges             one per input: its grad_fn (a Context), the leaf Tensor, or None
       input_shapes      the input shapes, so broadcasting can be undone
       site              where your code made it (mt.debug.created_at(node) formats it)
@@ -205,6 +207,7 @@ class Context:
     _saved = None  # None until forward calls save_for_backward
     _versions = ()  # a Version for each input (and the output) whose array forward saved
     _freed = False
+    _saved_names = None  # the keywords of save_for_backward(q=q, ...), None for positional arrays
     site = None  # recorded by the observer (see above); the engine only carries it
     label = None  # the name you gave the tensor this node made (t.name = "scores")
 
@@ -217,12 +220,33 @@ class Context:
         return self.function.__name__
 
     def __repr__(self):
+        # With mt.debug loaded (it always is), `p ctx` in pdb shows the names and shapes of the
+        # inputs and saved arrays, where the node was made and the module path; the engine
+        # alone knows only the op and the label.
+        if _observer is not None:
+            return _observer.describe(self)
         label = f" {self.label!r}" if self.label else ""
         return f"<{self.name} node{label}>"
 
-    def save_for_backward(self, *arrays):
-        """Keep arrays for backward (inputs, the output, or anything forward computed)."""
+    def save_for_backward(self, *arrays, **named):
+        """Keep arrays for backward (inputs, the output, or anything forward computed).
+        Name them with keywords, ctx.save_for_backward(q=q, k=k, v=v), and every tool shows
+        those names; ctx.saved_tensors gives them back in the same order either way."""
+        if named:  # positional arrays first, as saved[i], then the named ones
+            self._saved_names = (*(f"saved[{i}]" for i in range(len(arrays))), *named)
+            arrays = (*arrays, *named.values())
         self._saved = arrays
+
+    @property
+    def saved_names(self):
+        """One name per saved array: its keyword in save_for_backward, else saved[i]."""
+        saved = self._saved or ()
+        return self._saved_names or tuple(f"saved[{i}]" for i in range(len(saved)))
+
+    @property
+    def input_names(self):
+        """One name per input: the names forward gives its arrays (q, k, v), read off its signature."""
+        return self.function.input_names(len(self.edges))
 
     @property
     def saved_tensors(self):
@@ -338,6 +362,22 @@ class Function:
 
     returns_view = False
     broadcasts = False
+
+    @classmethod
+    def input_names(cls, count):
+        """The names of count inputs, as forward's signature gives them (forward(ctx, q, k, v)
+        -> q, k, v); inputs taken as *arrays are arrays[0], arrays[1], ... Read when a tool
+        shows a node, never while recording: the engine pays nothing for them."""
+        code = cls.forward.__code__
+        named = code.co_varnames[1:code.co_argcount]  # after ctx; keywords with defaults are options
+        star = code.co_varnames[code.co_argcount + code.co_kwonlyargcount] if code.co_flags & 0x04 else None
+        names = []
+        for position in range(count):
+            if position < len(named):
+                names.append(named[position])
+            else:
+                names.append(f"{star or 'input'}[{position - len(named)}]")
+        return tuple(names)
 
     @staticmethod
     def forward(ctx, *arrays, **options):

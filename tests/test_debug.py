@@ -98,11 +98,11 @@ def test_break_on_nan_and_grad_norm(monkeypatch):
     x = mt.tensor([0.0, 1.0], requires_grad=True)
     with mt.debug.break_on(nan=True), np.errstate(divide="ignore", invalid="ignore"):
         x.sqrt().sqrt().sum().backward()  # the outer sqrt's backward divides by 0: inf flows into the inner one
-    assert stops == ["Sqrt"]
+    assert stops == ["Sqrt", "Sqrt"]  # the outer one produces the inf, the inner one receives it
     stops.clear()
     with mt.debug.break_on(grad_norm_above=5.0):
-        ((x * 10) ** 2).sum().backward()  # only Mul receives a gradient of norm > 5: 2 * 10x = [0, 20]
-    assert stops == ["Mul"]
+        ((x * 10) ** 2).sum().backward()  # Pow produces 2 * 10x = [0, 20] (norm 20 > 5), which Mul receives
+    assert stops == ["Pow", "Mul"]
 
 
 def test_detect_anomaly_names_log_and_not_the_sum_after_it():

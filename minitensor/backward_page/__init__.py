@@ -24,7 +24,7 @@ from . import collect
 _HERE = pathlib.Path(__file__).resolve().parent
 
 
-def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=False):
+def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=False, tokens=None):
     """Run loss's backward pass (as loss.backward() would: leaves get their .grad) one node at a
     time, in mt.debug.backward_steps order, and write a page that steps through it.
 
@@ -33,7 +33,9 @@ def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=
     predict       hide each node's gradients until the student guesses one element or reveals it
     check         (fn, *inputs): re-check every op of fn(*inputs) alone against finite differences
                   (what mt.debug.find_wrong_op does) and colour each node by its relative error
-    max_elements  arrays with more elements are summarised (norm, min, max, histogram), not embedded
+    max_elements  arrays with more elements are summarised (norm, min, max, histogram), not embedded;
+                  attention maps are stored one (batch, head) slice at a time, at any T
+    tokens        the tokens of the sequence (strings), to label the query and key axes of attention
     Returns the path written.
     """
     path = pathlib.Path(path)
@@ -45,6 +47,8 @@ def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=
         raise IsADirectoryError(f"viz.html: {str(path)!r} is a folder; give a file name such as page.html")
     if not isinstance(max_elements, int) or max_elements < 1:
         raise ValueError(f"viz.html: max_elements must be a positive integer, got {max_elements!r}")
+    if tokens is not None and (isinstance(tokens, str) or not hasattr(tokens, "__len__")):
+        raise TypeError(f"viz.html: tokens must be a list of strings, one per position, got {tokens!r}")
     if check is not None:
         if not isinstance(check, (tuple, list)) or not check or not callable(check[0]):
             raise TypeError("viz.html: check must be a tuple (fn, *inputs) with fn callable, e.g. check=(f, x, w)")
@@ -63,11 +67,14 @@ def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=
     if checks is not None:
         for node, result in zip(topological_order(loss.grad_fn), checks):
             nodes[ids[id(node)]]["check"] = result
-    records, received = collect.steps(loss, ids, max_elements, retain_graph)
-    for node_id, (grad_norm, done_at) in received.items():
-        nodes[node_id]["grad_norm"], nodes[node_id]["done_at"] = grad_norm, done_at
+    records, received, senders = collect.steps(loss, ids, max_elements, retain_graph)
+    for node_id, (grad_norm, grad, done_at) in received.items():
+        nodes[node_id].update(grad_norm=grad_norm, grad=grad, done_at=done_at)
+    for node_id, sent_by in senders.items():
+        nodes[node_id]["senders"] = sent_by
     data = {"nodes": nodes, "edges": edges, "loss": collect.encode(loss.data, max_elements), "steps": records,
-            "predict": bool(predict), "checked": checks is not None, "max_elements": max_elements}
+            "predict": bool(predict), "checked": checks is not None, "max_elements": max_elements,
+            "tokens": None if tokens is None else [str(t) for t in tokens]}
     _write_atomically(path, _page(data))
     return path
 

@@ -232,16 +232,21 @@ class Context:
         """Keep arrays for backward (inputs, the output, or anything forward computed).
         Name them with keywords, ctx.save_for_backward(q=q, k=k, v=v), and every tool shows
         those names; ctx.saved_tensors gives them back in the same order either way."""
-        if named:  # positional arrays first, as saved[i], then the named ones
+        if not named:
+            self._saved = arrays
+        elif not arrays:  # the common case, kept cheap: every op saves this way
+            self._saved = tuple(named.values())
+            self._saved_names = named  # the keywords; saved_names makes the tuple when asked
+        else:  # positional arrays first, as saved[i], then the named ones
+            self._saved = (*arrays, *named.values())
             self._saved_names = (*(f"saved[{i}]" for i in range(len(arrays))), *named)
-            arrays = (*arrays, *named.values())
-        self._saved = arrays
 
     @property
     def saved_names(self):
         """One name per saved array: its keyword in save_for_backward, else saved[i]."""
-        saved = self._saved or ()
-        return self._saved_names or tuple(f"saved[{i}]" for i in range(len(saved)))
+        if self._saved_names is not None:
+            return tuple(self._saved_names)
+        return tuple(f"saved[{i}]" for i in range(len(self._saved or ())))
 
     @property
     def input_names(self):

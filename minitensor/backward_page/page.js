@@ -351,6 +351,9 @@ function attentionMaps(step, node, gradHidden) {
       canvas.width = MARGIN + cols * cell + 2;
       canvas.height = MARGIN + rows * cell + 2;
       geometry = { slice, rows, cols, cell };
+      canvas.dataset.cell = cell;  // for the tests: where a cell is
+      canvas.dataset.margin = MARGIN;
+      canvas.dataset.slice = slice.index.join(",");
       g.clearRect(0, 0, canvas.width, canvas.height);
       const values = slice[key];
       const scale = sequential ? 1 : slice.d_scores_scale;

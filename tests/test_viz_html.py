@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import minitensor as mt
-from models.transformer import Block
+from models.transformer import GPT, Block
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -237,10 +237,13 @@ def test_keyboard_steps_through_every_node_in_backward_steps_order(browser, bloc
         if opened.step() == before:
             break
         presses += 1
-        heading = page.locator("#panel h2").inner_text()
-        seen.append(heading.split()[1])
+        seen.append(page.locator("#panel h2 .op-name").inner_text())
+        # the header and the counter number the step alike
+        assert page.locator("#panel h2").inner_text().startswith(f"step {presses} of {len(expected)}: ")
+        assert page.locator("#counter").inner_text() == f"step {presses} / {len(expected)}"
         shape = page.locator("#panel .muted", has_text="output shape").inner_text()
-        assert shape == f"output shape {expected[presses - 1][1]}".replace(",)", ",)")
+        assert shape.startswith(f"output shape {expected[presses - 1][1]};")
+        assert shape.endswith(f"steps[{presses - 1}] in Python")
     assert presses == len(expected)
     assert seen == [op for op, _ in expected]
     assert page.locator("#counter").inner_text() == f"step {presses} / {len(expected)}"
@@ -269,6 +272,12 @@ def test_norm_shown_for_a_grad_input_is_numpys(browser, block_page):
     opened.close()
 
 
+def _cell(canvas, query, key):
+    """Where to hover on an attention map's canvas for (query, key)."""
+    margin, cell = float(canvas.get_attribute("data-margin")), float(canvas.get_attribute("data-cell"))
+    return {"x": margin + (key + 0.5) * cell, "y": margin + (query + 0.5) * cell}
+
+
 def test_attention_node_shows_weights_and_dscores_with_masked_cells(browser, block_page, tmp_path):
     steps = list(mt.debug.backward_steps(block_loss()))
     attention = next(s for s in steps if s.op == "Attention")
@@ -277,16 +286,80 @@ def test_attention_node_shows_weights_and_dscores_with_masked_cells(browser, blo
     maps = opened.page.locator(".attention canvas")
     assert maps.count() == 2
     weights = maps.nth(0)
-    box = weights.bounding_box()
-    cell = box["width"] / 8
     hover = opened.page.locator(".attention .hover").nth(0)
-    weights.hover(position={"x": 7.5 * cell, "y": 0.5 * cell})  # query 0, key 7: hidden by the causal mask
-    assert hover.inner_text() == "[0, 0, 0, 0, 7] = 0 (masked)"
-    weights.hover(position={"x": 0.5 * cell, "y": 0.5 * cell})  # query 0 sees only key 0
-    assert hover.inner_text() == "[0, 0, 0, 0, 0] = 1"
+    weights.hover(position=_cell(weights, 0, 7))  # query 0, key 7: hidden by the causal mask
+    assert hover.inner_text() == "[0, 0, 0, 0, 7] query 0 → key 7: 0 (masked)"
+    weights.hover(position=_cell(weights, 0, 0))  # query 0 sees only key 0
+    assert hover.inner_text() == "[0, 0, 0, 0, 0] query 0 → key 0: 1"
+    # the 5-D shape is explained, and the saved arrays and inputs are named
+    panel = opened.page.locator("#panel")
+    assert "batch 1, kv head 4, query head of group 1" in panel.inner_text()
+    assert [t.inner_text() for t in panel.locator(".array .title").all()][-5:] == ["q", "k", "v", "out", "softmax_stats"]
+    assert "module block.attn (MultiHeadAttention)" in panel.inner_text()
     opened.page.screenshot(path=str(tmp_path / "attention.png"))
     assert (tmp_path / "attention.png").stat().st_size > 10_000
     opened.close()
+
+
+def gpt_loss(T=64, layers=2):
+    mt.manual_seed(0)
+    gpt = GPT(vocab=65, context=T, d=32, heads=4, layers=layers)
+    idx = np.random.default_rng(0).integers(0, 65, size=(1, T))
+    return gpt, idx, gpt(idx).sum() * 0.001
+
+
+@pytest.fixture(scope="module")
+def gpt_page(tmp_path_factory):
+    gpt, idx, loss = gpt_loss()
+    path = tmp_path_factory.mktemp("gpt") / "gpt.html"
+    mt.viz.html(loss, path, tokens=[f"w{i}" for i in range(64)])
+    return path
+
+
+def test_a_gpt_page_with_two_layers_at_t64_is_under_3_mb_and_keeps_every_head(gpt_page):
+    assert gpt_page.stat().st_size < 3_000_000
+    data = page_data(gpt_page)
+    views = [s["attention"] for s in data["steps"] if s["op"] == "Attention"]
+    assert len(views) == 2
+    for view in views:
+        assert view["lead"] == [1, 4, 1] and view["stored"] == 4  # every (batch, head) slice
+        assert all(s["rows"] == 64 and s["cols"] == 64 and s["block"] == [1, 1] for s in view["slices"])
+
+
+def test_heatmaps_of_a_gpt_at_t64_show_one_head_at_a_time_with_linked_selectors(browser, gpt_page):
+    _, _, loss = gpt_loss()
+    steps = [s for s in mt.debug.backward_steps(loss) if s.op == "Attention"]
+    step = steps[0]  # the last block's attention: its backward runs first
+    opened = Opened(browser, gpt_page)
+    page = opened.page
+    opened.go(step.index + 1)
+    assert "module gpt.blocks.1.attn" in page.locator("#panel").inner_text()
+    maps = page.locator(".attention canvas")
+    weights, d_scores = maps.nth(0), maps.nth(1)
+    page.locator('.attention input[aria-label="kv head"]').fill("2")
+    assert weights.get_attribute("data-slice") == d_scores.get_attribute("data-slice") == "0,2,0"
+    # query 5 ('w5') -> key 3 ('w3') of head 2, the value NumPy computes from the node's saved arrays
+    q, k = (np.asarray(a, dtype=np.float64) for a in step.saved[:2])
+    scores = q[0, 2, 0] @ k[0, 2, 0].T / np.sqrt(q.shape[-1])
+    scores[np.triu_indices(64, 1)] = -np.inf
+    expected = np.exp(scores - scores.max(-1, keepdims=True))
+    expected /= expected.sum(-1, keepdims=True)
+    weights.hover(position=_cell(weights, 5, 3))
+    text = page.locator(".attention .hover").nth(0).inner_text()
+    assert text.startswith("[0, 2, 0, 5, 3] query 5 'w5' → key 3 'w3': ")
+    assert float(text.split(": ")[1]) == pytest.approx(expected[5, 3], rel=1e-4)
+    d_scores.hover(position=_cell(d_scores, 5, 3))
+    assert page.locator(".attention .hover").nth(1).inner_text().startswith("[0, 2, 0, 5, 3] query 5 'w5' → key 3 'w3': ")
+    opened.close()
+
+
+def test_a_long_sequence_is_averaged_into_blocks_not_dropped(tmp_path):
+    _, _, loss = gpt_loss(T=160, layers=1)
+    data = page_data(mt.viz.html(loss, tmp_path / "long.html"))
+    view = next(s["attention"] for s in data["steps"] if s["op"] == "Attention")
+    first = view["slices"][0]
+    assert (view["tq"], view["tk"]) == (160, 160) and first["block"] == [3, 3] and first["rows"] == 54
+    assert "hist" not in view and (tmp_path / "long.html").stat().st_size < 3_000_000
 
 
 def test_predict_mode_hides_the_gradient_until_a_guess_or_reveal(browser, tmp_path):

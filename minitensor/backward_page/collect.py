@@ -215,6 +215,19 @@ def attention_view(step, max_elements):
             "stored": len(slices), "q_shape": list(q.shape), "out_shape": list(out.shape)}
 
 
+def _stacked(saved):
+    """A saved array as one array: a tuple of arrays of one shape (attention's softmax statistics,
+    the row maxima and sums) stacked on a new first axis; None for anything else."""
+    if hasattr(saved, "shape"):
+        return saved
+    if isinstance(saved, tuple) and saved and all(hasattr(a, "shape") for a in saved):
+        try:
+            return np.stack(saved)
+        except ValueError:
+            return None
+    return None
+
+
 def _predict_targets(index, names, grad_inputs):
     """One element of each gradient the op sends on, for the student to compute; the page asks
     about one input at a time and lets the student pick which."""
@@ -257,8 +270,8 @@ def steps(loss, ids, max_elements, retain_graph):
                         entry["raw_shape"] = list(raw[position])
                         entry["summed_axes"] = list(summed_axes(raw[position], grad.shape))
                 inputs.append(entry)
-            saved = [dict(encode(a, max_elements), name=name)
-                     for name, a in zip(step.saved_names, step.saved) if hasattr(a, "shape")]
+            saved = [dict(encode(_stacked(a), max_elements), name=name)
+                     for name, a in zip(step.saved_names, step.saved) if _stacked(a) is not None]
             record = {"index": step.index, "node": ids[id(node)], "op": step.op, "label": step.label,
                       "created_at": step.created_at, "module": step.module,
                       "grad_output": encode(step.grad_output, max_elements), "grad_inputs": inputs, "saved": saved,

@@ -4,6 +4,7 @@
 "use strict";
 
 const D = JSON.parse(document.getElementById("data").textContent);
+unpool(D);
 const N = D.steps.length;
 const SMALL = 48;            // arrays up to this many elements are shown as numbers
 const TOLERANCE = 0.01;      // predict mode: a guess within 1% (or 1e-4) of the value counts
@@ -15,6 +16,28 @@ const said = D.steps.map(() => null);      // predict mode: what the student typ
 const asked = D.steps.map((s) => (s.predict.length ? s.index % s.predict.length : null));  // which target
 const stepOfNode = {};
 D.steps.forEach((s, i) => { stepOfNode[s.node] = i; });
+
+// Long value lists are written once each, as base64 of float32 (see _pooled in __init__.py): put
+// them back as plain arrays of numbers, with null for NaN and Inf, as the rest of the page reads them.
+function unpool(data) {
+  const decoded = {};
+  function values(i) {
+    if (!(i in decoded)) {
+      const bytes = Uint8Array.from(atob(data.pool[i]), (c) => c.charCodeAt(0));
+      decoded[i] = Array.from(new Float32Array(bytes.buffer), (v) => (Number.isFinite(v) ? v : null));
+    }
+    return decoded[i];
+  }
+  (function visit(item) {
+    if (Array.isArray(item)) { item.forEach(visit); return; }
+    if (item === null || typeof item !== "object") return;
+    for (const [key, value] of Object.entries(item)) {
+      if (key === "pool" && item === data) continue;
+      if (value !== null && typeof value === "object" && typeof value.pool === "number") item[key] = values(value.pool);
+      else visit(value);
+    }
+  })(data);
+}
 
 // ---------------------------------------------------------------- numbers
 

@@ -362,34 +362,109 @@ def test_a_long_sequence_is_averaged_into_blocks_not_dropped(tmp_path):
     assert "hist" not in view and (tmp_path / "long.html").stat().st_size < 3_000_000
 
 
-def test_predict_mode_hides_the_gradient_until_a_guess_or_reveal(browser, tmp_path):
+def _numbers_shown_on_the_graph(page):
+    """The graph's gradient texts that show a number (not blank, not "grad ?")."""
+    texts = [t.text_content() for t in page.locator("#graph text.norm").all()]
+    return [t for t in texts if t and t != "grad ?"]
+
+
+def test_predict_mode_shows_no_gradient_before_it_is_answered(browser, tmp_path):
     path = mt.viz.html(block_loss(), tmp_path / "predict.html", predict=True)
     steps = list(mt.debug.backward_steps(block_loss()))
     opened = Opened(browser, path)
     page = opened.page
-    opened.go(3)  # an Add with a bias: its gradient to the bias is summed
-    assert page.locator(".hidden-grad").count() >= 1 and page.locator(".grad-input").count() == 0
-    question = page.locator(".predict b").inner_text()  # dL/d input1[5]
-    position, index = re.fullmatch(r"dL/d input(\d+)\[(.*)\]", question).groups()
-    value = steps[2].grad_inputs[int(position)][tuple(int(i) for i in index.split(", "))]
-    page.locator("#guess").fill(f"{value * 1.5 + 1:.6g}")
-    page.locator("#check-guess").click()
-    assert page.locator(".verdict.wrong").count() == 1 and page.locator(".grad-input").count() >= 1
-    assert page.locator("#score").inner_text().startswith("score 0 / 1")
+    opened.go(6)  # jump ahead without answering anything
+    assert _numbers_shown_on_the_graph(page) == ["grad 1"]  # dL/dL = 1 at the loss: nothing to predict there
+    assert page.locator("#hidden-grad-output").count() == 1 and page.locator(".grad-input").count() == 0
+    titles = [t.inner_text() for t in page.locator("#panel .array .title").all()]
+    assert titles and not any(t.startswith(("grad_output", "dL/d")) for t in titles), titles  # forward values only
+    page.locator("#reveal-earlier").click()  # the steps that send here, revealed: grad_output shows
+    assert page.locator("#hidden-grad-output").count() == 0 and page.locator("#question").count() == 1
+    assert len(_numbers_shown_on_the_graph(page)) > 1
+    opened.close()
+
+
+def _question(page, steps, index):
+    """The value asked for: (name of the input, element) read off the page, looked up in NumPy."""
+    name, where = re.fullmatch(r"dL/d(\w+)\[(.*)\]", page.locator("#question").inner_text()).groups()
+    step = steps[index]
+    position = step.input_names.index(name)
+    return step.grad_inputs[position][tuple(int(i) for i in where.split(", "))]
+
+
+def test_predict_mode_reads_expressions_says_why_not_and_asks_about_any_input(browser, tmp_path):
+    path = mt.viz.html(block_loss(), tmp_path / "predict.html", predict=True)
+    steps = list(mt.debug.backward_steps(block_loss()))
+    opened = Opened(browser, path)
+    page = opened.page
+    for index in range(3):  # answer the first steps by revealing them
+        opened.go(index + 1)
+        page.locator("#reveal").click()
     opened.go(4)
-    question = page.locator(".predict b").inner_text()
-    position, index = re.fullmatch(r"dL/d input(\d+)\[(.*)\]", question).groups()
-    value = steps[3].grad_inputs[int(position)][tuple(int(i) for i in index.split(", "))]
-    page.locator("#guess").fill(f"{value:.6g}")
+    value = _question(page, steps, 3)
+    for typed, why in (("0,5", "has a comma: write a decimal point (0.5)"), ("abc", '"a" at position 1 is not part of a number'),
+                       ("(1+2", "a bracket is opened and never closed"), ("1/0", "it divides by zero")):
+        page.locator("#guess").fill(typed)
+        page.locator("#check-guess").click()
+        assert why in page.locator("#why").inner_text() and page.locator(".verdict").count() == 0
+    page.locator("#guess").fill(f"{2 * value:.9g}/2")  # a sum, as a student types it
     page.locator("#guess").press("Enter")
     assert page.locator(".verdict.right").count() == 1
-    assert page.locator("#score").inner_text().startswith("score 1 / 2")
-    opened.go(5)
-    assert page.locator(".grad-input").count() == 0
-    page.locator("#reveal").click()
-    assert page.locator(".grad-input").count() >= 1 and "Revealed" in page.locator(".verdict").inner_text()
+    attention = next(s for s in steps if s.op == "Attention")
+    for index in range(4, attention.index):
+        opened.go(index + 1)
+        page.locator("#reveal").click()
+    opened.go(attention.index + 1)
+    assert [b.inner_text() for b in page.locator(".choices button").all()] == ["dL/dq", "dL/dk", "dL/dv"]
+    page.locator(".choices button", has_text="dL/dk").click()
+    assert page.locator("#question").inner_text().startswith("dL/dk[")
+    value = _question(page, steps, attention.index)
+    page.locator("#guess").fill(f"{value:.6e}")  # 1e-3 notation
+    page.locator("#check-guess").click()
+    assert page.locator(".verdict.right").count() == 1 and "dL/dk[" in page.locator(".verdict").inner_text()
     page.screenshot(path=str(tmp_path / "predict.png"))
-    assert (tmp_path / "predict.png").stat().st_size > 10_000
+    opened.close()
+
+
+def scalar_graph():
+    """micrograd's picture: scalars a, b; L = (a * b + a) * 0.5 (0.5 needs no gradient)."""
+    a = mt.tensor(np.array(2.0), requires_grad=True, name="a")
+    b = mt.tensor(np.array(-3.0), requires_grad=True, name="b")
+    c = a * b
+    c.name = "c"
+    return a, b, (c + a) * mt.tensor(np.array(0.5))
+
+
+def test_leaf_gradient_is_the_sum_of_its_contributions(tmp_path):
+    a, b, loss = scalar_graph()
+    data = page_data(mt.viz.html(loss, tmp_path / "p.html"))
+    leaf = next(n for n in data["nodes"] if n["label"] == "a")
+    assert a.grad == pytest.approx(0.5 * (-3.0 + 1.0))  # two contributions: through c and directly
+    assert leaf["grad_norm"] == pytest.approx(abs(a.grad)) and leaf["grad"]["data"] == [pytest.approx(float(a.grad))]
+
+
+def test_boxes_show_signed_values_forward_values_and_greyed_constants(browser, tmp_path):
+    a, b, loss = scalar_graph()
+    path = mt.viz.html(loss, tmp_path / "scalars.html")
+    opened = Opened(browser, path)
+    page = opened.page
+    node_a = page.locator("#graph .node", has=page.locator("text.op", has_text=re.compile("^a$")))
+    assert node_a.locator("text.value").text_content() == "data 2"
+    constant = page.locator("#graph .node.const")
+    assert constant.count() == 1 and "needs no gradient ()" in constant.text_content()
+    # a receives from Add (step 2) and from Mul (step 3): done only after the last
+    data = page_data(path)
+    sends_to_a = [s["index"] for s in data["steps"] for e in s["grad_inputs"]
+                  if data["nodes"][e["to"]]["label"] == "a" and "grad" in e]
+    assert len(sends_to_a) == 2
+    opened.go(sends_to_a[0] + 1)
+    assert "done" not in node_a.get_attribute("class") and node_a.locator("text.norm").text_content() == ""
+    opened.go(sends_to_a[1] + 1)
+    assert "done" in node_a.get_attribute("class")
+    assert node_a.locator("text.norm").text_content() == "grad -1"  # signed: 0.5 * (b + 1)
+    loss_box = page.locator(f"#node-{data['steps'][0]['node']}")
+    assert loss_box.locator("text.value").text_content() == "data -2"  # (2 * -3 + 2) * 0.5
+    assert loss_box.locator("text.norm").text_content() == "grad 1"
     opened.close()
 
 
@@ -403,11 +478,23 @@ def test_check_mode_flags_the_wrong_op_inside_a_block(browser, tmp_path):
     assert worst.count() == 1 and worst.locator("text.op").text_content() == "WrongTanh"
     banner = page.locator("#banner")
     assert "1 op(s) disagree" in banner.inner_text() and "WrongTanh" in banner.inner_text()
+    # one colour, one meaning: nothing is done yet, and a passed node keeps its fill once done
+    assert page.locator(".node.done").count() == 0 and page.locator("text.done-mark", has_text="✓").count() == 0
+    mean = page.locator(".node.passed").first
+    fill = mean.locator("rect").evaluate("r => getComputedStyle(r).fill")
     banner.locator("button").click()
     panel = page.locator("#panel")
-    assert panel.locator("h2").inner_text().split()[1] == "WrongTanh"
+    assert panel.locator("h2 .op-name").inner_text() == "WrongTanh"
     assert "FAILED" in panel.inner_text() and "gradcheck failed for input 0 of WrongTanh" in panel.inner_text()
+    # one relative error: the banner's, the panel's and the report's are one number
+    said = [re.search(r"relative error ([0-9.e+-]+)", text).group(1) for text in
+            (banner.inner_text(), panel.locator("h3 + div").first.inner_text(), panel.locator(".report").inner_text())]
+    assert said[0] == said[1] and float(said[2]) == pytest.approx(float(said[0]), rel=1e-2), said
+    assert "find_wrong_op" not in panel.inner_text()  # this is find_wrong_op's answer: no hint to run it
     assert "null" not in banner.inner_text()
+    done = page.locator(".node.done.passed").first
+    assert done.locator("rect").evaluate("r => getComputedStyle(r).fill") == fill
+    assert done.locator("text.done-mark").text_content() == "✓"
     opened.go(1)  # Mean: its backward is right
     assert "passed relative error" in panel.inner_text() and "null" not in panel.inner_text()
     opened.go(6)

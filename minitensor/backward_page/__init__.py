@@ -66,7 +66,7 @@ def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=
         checked_output, results = checking.per_op_errors(check[0], check[1:])
         checks = _match(loss, checked_output, results)
 
-    ids, nodes, edges = collect.layout(loss.grad_fn)
+    ids, nodes, edges = collect.layout(loss.grad_fn, loss.data)
     if checks is not None:
         for node, result in zip(topological_order(loss.grad_fn), checks):
             nodes[ids[id(node)]]["check"] = result

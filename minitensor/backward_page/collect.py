@@ -80,13 +80,15 @@ def forward_values(ops):
     return values
 
 
-def layout(root):
+def layout(root, output=None):
     """Nodes (ops, leaves, and the inputs that need no gradient, greyed) in layers: the output at
     layer 0, every input below each of its consumers (longest path from the output); within a
     layer, ordered to shorten edges."""
     ops = topological_order(root)  # consumers before producers
     labels = debug.leaf_labels(root)  # t.name, else the parameter's name in its model
     values = forward_values(ops)
+    if output is not None:
+        values[id(root)] = output  # the loss itself
     ids, items = {}, []
 
     def add(key, item):

@@ -1,6 +1,7 @@
 """The debugging tools, tested the way a person uses them, on an attention block."""
 
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -171,35 +172,61 @@ def test_viz_text_dot_and_draw():
     assert any(t.startswith("MatMul") for t in texts) and any(t.startswith("leaf 'w'") for t in texts)
 
 
-def softmax_backward_line():
-    lines = (ROOT / "minitensor" / "ops" / "softmax.py").read_text().splitlines()
-    return next(i for i, line in enumerate(lines, 1) if "(y,) = ctx.saved_tensors" in line)
+def _readme_block(starts_with):
+    readme = (ROOT / "README.md").read_text()
+    blocks = [body for lang, body in re.findall(r"^```(\w*)\n(.*?)^```$", readme, flags=re.S | re.M) if not lang]
+    return next(b for b in blocks if b.startswith(starts_with))
+
+
+def _pdb(script, commands, under_pdb=True):
+    """Run script (under pdb, or as it is when it calls breakpoint() itself), typing commands."""
+    result = subprocess.run([sys.executable] + (["-m", "pdb"] if under_pdb else []) + [script],
+                            input="\n".join(commands) + "\n", capture_output=True, text=True, cwd=ROOT, timeout=120)
+    # the prompt and what a command prints share a line; a path on this machine reads as the README's
+    return result.stdout.replace("(Pdb) ", "\n").replace(str(ROOT), "/path/to/minitensor")
+
+
+def _in_order(expected, lines):
+    """Each expected line, in order, among lines."""
+    at = 0
+    for line in expected:
+        while at < len(lines) and lines[at].rstrip() != line.rstrip():
+            at += 1
+        assert at < len(lines), f"not printed (in this order): {line!r}"
+        at += 1
 
 
 def test_the_readme_pdb_session():
-    """Drive `python -m pdb examples/debug_attention.py` through the README's session."""
-    commands = [
-        "until 11",
-        "break mt.ops.Softmax.backward",
-        "continue",
-        "p grad",
-        "next",
-        "p y",
-        "p y * (grad - (grad * y).sum(axis=ctx.axis, keepdims=True))",
-        "continue",
-        "quit",
-    ]
-    result = subprocess.run(
-        [sys.executable, "-m", "pdb", "examples/debug_attention.py"],
-        input="\n".join(commands) + "\n", capture_output=True, text=True, cwd=ROOT, timeout=120,
-    )
-    out = result.stdout
-    assert f"softmax.py({softmax_backward_line()})backward()" in out
-    q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
-    k = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
-    v = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
-    y = numpy_backend.softmax(q @ k.T / np.sqrt(2), -1)
-    grad = np.ones((3, 2)) @ v.T  # dL/dweights for L = sum(weights @ v)
-    for expected in (grad, y, y * (grad - (grad * y).sum(axis=-1, keepdims=True))):
-        assert repr(expected) in out, repr(expected)
-    assert "dL/dq = [[0.0, 1.1345]" in out
+    """Replay the README's session, read from the README: its commands, and every line it shows
+    printed in that order, line numbers included, so the transcript cannot drift from the file."""
+    block = _readme_block("$ python -m pdb examples/debug_attention.py").splitlines()
+    commands = [line[len("(Pdb) "):] for line in block if line.startswith("(Pdb) ")]
+    shown = [line for line in block[1:] if not line.startswith("(Pdb) ")]
+    assert commands[:3] == ["until 11", "break mt.ops.Softmax.backward", "continue"] and "p ctx" in commands
+    out = _pdb("examples/debug_attention.py", commands + ["quit"]).splitlines()
+    _in_order(shown, out)
+    lines = (ROOT / "minitensor" / "ops" / "softmax.py").read_text().splitlines()
+    stop = next(i for i, line in enumerate(lines, 1) if "(y,) = ctx.saved_tensors" in line)
+    assert f"softmax.py({stop})backward()" in "\n".join(shown)  # (and so printed by pdb, above)
+
+
+BREAK_ON = """import numpy as np
+import minitensor as mt
+q = mt.tensor(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), requires_grad=True)
+k = mt.tensor(np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]]), requires_grad=True)
+weights = (q @ k.T / np.sqrt(2)).softmax(axis=-1)
+with mt.debug.break_on(op="Softmax"):
+    (weights * 3).sum().backward()
+"""
+
+
+def test_the_readme_says_how_to_reach_p_y_from_break_on(tmp_path):
+    """README: `step` twice enters the op's backward at its first line, `next` runs it, then `p y`."""
+    readme = (ROOT / "README.md").read_text()
+    assert "Type `step` twice to enter the op's\nown `backward`, at its first line; `next` runs that line" in readme
+    script = tmp_path / "break_on.py"
+    script.write_text(BREAK_ON)
+    out = _pdb(str(script), ["p reason", "p sorted(saved)", "p module", "step", "step", "next", "p y.shape", "continue"], under_pdb=False)
+    lines = out.splitlines()
+    _in_order(["-> grad_inputs = node.function.backward(node, grad)", "None", "['y']", "None", "--Call--",
+               "-> (y,) = ctx.saved_tensors", "(3, 3)"], lines)

@@ -399,3 +399,27 @@ def test_draw_of_a_gpt_counts_the_tied_embedding_once_and_routes_its_edge_around
                 crosses_x = min(x0, x1) < box.x1 - 1 and max(x0, x1) > box.x0 + 1
                 crosses_y = min(y0, y1) < box.y1 - 1 and max(y0, y1) > box.y0 + 1
                 assert not (crosses_x and crosses_y), "a routed edge runs through a box"
+
+
+def test_the_readme_trace_excerpt_is_what_trace_prints(capsys, monkeypatch):
+    import linecache
+    import pathlib
+    import re
+
+    readme = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", readme, flags=re.S | re.M)
+    excerpt = next(body for lang, body in blocks if body.startswith("  14 Attention"))
+    snippet = next(body for lang, body in blocks if lang == "python" and "backward_steps" in body)
+    head = snippet.splitlines()[:9]  # the imports, the block and x, as the README's snippet makes them
+    source = "\n".join(head + ["if True:", "    loss = block(x, is_causal=True).sum()"])  # line 11, as there
+    scope = {}
+    # the tools quote the snippet's own line 11 (loss = ...), as when the snippet runs from a file
+    lines = [line + "\n" for line in snippet.splitlines()]
+    monkeypatch.setitem(linecache.cache, "README.md", (len(snippet), None, lines, "README.md"))
+    exec(compile(source, "README.md", "exec"), scope)
+    with mt.debug.trace():
+        scope["loss"].backward()
+    printed = capsys.readouterr().out.splitlines()
+    at = next((i for i, line in enumerate(printed) if line == excerpt.splitlines()[0]), None)
+    assert at is not None, [line for line in printed if "Attention  in" in line]
+    assert printed[at:at + 3] == excerpt.splitlines()

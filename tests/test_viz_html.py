@@ -504,14 +504,33 @@ def test_check_mode_flags_the_wrong_op_inside_a_block(browser, tmp_path):
 
 
 def test_screenshots_are_written(browser, block_page, tmp_path):
-    """Pictures of the start, a step in the middle and the end (MINITENSOR_SCREENSHOTS=DIR keeps them)."""
+    """Pictures of the start, a step in the middle and the end, and the README's three: the block
+    at its attention node, in predict mode before an answer, and in check mode
+    (MINITENSOR_SCREENSHOTS=DIR keeps them, e.g. docs/screenshots)."""
     keep = os.environ.get("MINITENSOR_SCREENSHOTS")
+    attention = next(s for s in mt.debug.backward_steps(block_loss()) if s.op == "Attention").index + 1
+    predict_page = _example().main(str(tmp_path / "predict.html"), predict=True)
+    fn, x = wrong_block()
+    check_page = mt.viz.html(None, tmp_path / "check.html", check=(fn, x))
     opened = Opened(browser, block_page)
-    for name, step in (("start", 0), ("mid", 5), ("end", opened.page.locator("#slider").get_attribute("max"))):
-        opened.go(int(step))
+    end = int(opened.page.locator("#slider").get_attribute("max"))
+    opened.close()
+    shots = [("start", block_page, 0), ("mid", block_page, 5), ("end", block_page, end),
+             ("attention", block_page, attention), ("predict", predict_page, attention), ("check", check_page, None)]
+    for name, path, step in shots:
+        opened = Opened(browser, path)
+        if step is None:  # check mode: at the op it flags, as its banner's button goes
+            opened.page.locator("#banner button").click()
+        else:
+            opened.go(step)
+        if name == "predict":  # before an answer: reveal the steps before, so the question can be asked here
+            opened.page.locator("#reveal-earlier").click()
+            assert opened.page.locator("#question").count() == 1 and opened.page.locator(".grad-input").count() == 0
+            opened.page.locator("#panel h3", has_text="grad_output").scroll_into_view_if_needed()
+            opened.page.locator("#panel").evaluate("p => p.scrollBy(0, p.querySelector('.predict').offsetTop - 420)")
         shot = tmp_path / f"{name}.png"
         opened.page.screenshot(path=str(shot))
         assert shot.stat().st_size > 10_000
         if keep:
             shutil.copy(shot, pathlib.Path(keep) / shot.name)
-    opened.close()
+        opened.close()

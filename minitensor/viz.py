@@ -258,7 +258,8 @@ def draw(t, ax=None, fold="auto"):
         if fold:
             width, height = WIDTH, min(max(3.0, 0.8 * depth + 1), 14.0)
         else:
-            width, height = max(WIDTH, max(xs) - min(xs) + 2.0 + 0.15 * len(long_edges)), max(3.0, unit * depth + 1.2)
+            width = max(WIDTH, max(xs) - min(xs) + 2.0 + 0.15 * len(long_edges))
+            height = max(3.0, unit * depth + 1.2)
         fig, ax = plt.subplots(figsize=(width, height))
     else:
         fig = ax.figure
@@ -270,7 +271,8 @@ def draw(t, ax=None, fold="auto"):
             # lane of its own right of every box, so it crosses none
             lane = right + 0.12 * long_edges.index((source, consumer))
             gap0, gap1 = y0 + row_height / 2, y1 - row_height / 2
-            ax.plot([x0, x0, lane, lane, x1], [y0 + 0.2 * unit, gap0, gap0, gap1, gap1], color="gray", linewidth=1, zorder=1)
+            ax.plot([x0, x0, lane, lane, x1], [y0 + 0.2 * unit, gap0, gap0, gap1, gap1],
+                    color="gray", linewidth=1, zorder=1)
             ax.annotate("", xy=(x1, y1 - 0.2 * unit), xytext=(x1, gap1),
                         arrowprops=dict(arrowstyle="->", color="gray", shrinkA=0, shrinkB=0))
             continue

@@ -370,7 +370,6 @@ def _numbers_shown_on_the_graph(page):
 
 def test_predict_mode_shows_no_gradient_before_it_is_answered(browser, tmp_path):
     path = mt.viz.html(block_loss(), tmp_path / "predict.html", predict=True)
-    steps = list(mt.debug.backward_steps(block_loss()))
     opened = Opened(browser, path)
     page = opened.page
     opened.go(6)  # jump ahead without answering anything

@@ -334,6 +334,9 @@ def test_heatmaps_of_a_gpt_at_t64_show_one_head_at_a_time_with_linked_selectors(
     page = opened.page
     opened.go(step.index + 1)
     assert "module gpt.blocks.1.attn" in page.locator("#panel").inner_text()
+    # parameter names in full on their boxes, never cut off
+    titles = [t.text_content() for t in page.locator("#graph .node.param text.op").all()]
+    assert "gpt.blocks.1.attn.w_q.weight" in titles and not any("…" in t for t in titles)
     maps = page.locator(".attention canvas")
     weights, d_scores = maps.nth(0), maps.nth(1)
     page.locator('.attention input[aria-label="kv head"]').fill("2")

@@ -350,7 +350,7 @@ def _debug_backward(node, grad, reason=None):
     op = node.name  # noqa: F841 (named locals for you to print)
     made_at = created_at(node)  # noqa: F841 (not `where`: that is a pdb command)
     module = module_path(node)  # noqa: F841
-    saved = dict(zip(node.saved_names, node._saved or ()))  # noqa: F841
+    saved = dict(zip(node.saved_names, node._saved_arrays()))  # noqa: F841
     breakpoint()  # break_on: `p grad`, `p saved`, then `step` twice to enter the op's backward
     grad_inputs = node.function.backward(node, grad)
     return grad_inputs
@@ -418,7 +418,7 @@ def backward_steps(loss, grad=None, retain_graph=False):
     labels = leaf_labels(loss)
     for index, (node, grad_output, grad_inputs) in enumerate(walk(loss, grad, retain_graph)):
         yield Step(index, node.name, node, created_at(node), node.label, grad_output, grad_inputs,
-                   node._saved or (), _input_labels(node, labels), node.input_names, node.saved_names,
+                   node._saved_arrays(), _input_labels(node, labels), node.input_names, node.saved_names,
                    module_path(node))
 
 
@@ -455,7 +455,7 @@ def describe(node):
     if node._freed:
         lines.append("  saved   (freed by backward; retain_graph=True keeps them)")
     else:
-        for name, array in zip(node.saved_names, node._saved or ()):
+        for name, array in zip(node.saved_names, node._saved_arrays()):
             lines.append(f"  saved   {name} {_shape_of(array)}" if array is not None else f"  saved   {name} None")
     return "\n".join(lines) + ">"
 
@@ -499,7 +499,7 @@ def _describe(index, node, grad_output, summed, input_labels):
     inputs = ", ".join(
         f"{name} -" if g is None else f"{name} {g.shape} |{grad_norm(g):.3g}|" + (f" to {source}" if source else "")
         for g, name, source in zip(summed, node.input_names, input_labels))
-    saved = ", ".join(f"{name} {_shape_of(array)}" for name, array in zip(node.saved_names, node._saved or ())
+    saved = ", ".join(f"{name} {_shape_of(array)}" for name, array in zip(node.saved_names, node._saved_arrays())
                       if array is not None)
     return (f"{index:4d} {node.name}{label}{module}{where}\n"
             f"       grad out {grad_output.shape} |{grad_norm(grad_output):.3g}|  ->  grad in {inputs}"
@@ -704,7 +704,7 @@ class detect_anomaly(Tool):
                     f"detect_anomaly: {node.name}.backward produced {_what(grad)} in the gradient of its "
                     f"input {position} (shape {grad.shape}) from a finite incoming gradient of shape "
                     f"{grad_output.shape}" + _made_at(node))
-                if node not in self.seen and any(_has_nan(a) for a in node._saved or ()):
+                if node not in self.seen and any(_has_nan(a) for a in node._saved_arrays()):
                     message += _forward_outside(node)
                 raise AnomalyError(message)
 
@@ -716,7 +716,7 @@ def _inline(made_at):
 def _forward_outside(node):
     """The hint when the NaN was made by a forward that detect_anomaly did not watch."""
     in_forward_order = list(reversed(autograd.topological_order(node)))
-    first = next((n for n in in_forward_order if any(_has_nan(a) for a in n._saved or ())), node)
+    first = next((n for n in in_forward_order if any(_has_nan(a) for a in n._saved_arrays())), node)
     producers = [edge for edge in first.edges if type(edge) is autograd.Context]
     lines = [f"\n  {node.name}'s saved values already held NaN: it came from the forward pass, which "
              f"ran outside detect_anomaly, so the op that made it was not checked."]

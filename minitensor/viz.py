@@ -27,7 +27,7 @@ def _node_details(node):
     """The lines DOT adds under a node, as torchviz's show_saved does: the names of the inputs
     and each saved array by name and shape."""
     lines = [f"inputs: {', '.join(node.input_names)}"]
-    saved = ", ".join(f"{name} {_shape_of(array)}" for name, array in zip(node.saved_names, node._saved or ())
+    saved = ", ".join(f"{name} {_shape_of(array)}" for name, array in zip(node.saved_names, node._saved_arrays())
                       if array is not None)
     if saved:
         lines.append(f"saved: {saved}")

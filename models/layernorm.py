@@ -42,7 +42,7 @@ class LayerNormFunction(Function):
     @staticmethod
     def forward(ctx, x, weight=None, bias=None, eps=1e-5):
         y, mean, rstd = backends.active().layer_norm(x, weight, bias, eps)
-        ctx.save_for_backward(x=x, weight=weight, mean=mean, rstd=rstd)
+        ctx.save_for_backward(x, weight, mean, rstd)
         return y
 
     @staticmethod

@@ -69,7 +69,7 @@ def forward_values(ops):
     other forward values, so the others are not shown."""
     values = {}
     for node in ops:
-        saved = node._saved or ()
+        saved = node._saved_arrays()
         for record in node._versions:
             array = next((a for a in saved if id(a) == record.data_id), None)
             if array is None:

@@ -12,7 +12,7 @@ class ReLU(Function):
     @staticmethod
     def forward(ctx, x):
         positive = x > 0
-        ctx.save_for_backward(positive=positive)
+        ctx.save_for_backward(positive)
         return x * positive
 
     @staticmethod
@@ -36,7 +36,7 @@ class GELU(Function):
     def forward(ctx, x, approximate="none"):
         if approximate not in ("none", "tanh"):
             raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-        ctx.save_for_backward(x=x)
+        ctx.save_for_backward(x)
         ctx.approximate = approximate
         return backends.active().gelu(x, approximate)
 
@@ -52,7 +52,7 @@ class SiLU(Function):
     @staticmethod
     def forward(ctx, x):
         s = expit(x)  # sigmoid, without overflow
-        ctx.save_for_backward(x=x, s=s)
+        ctx.save_for_backward(x, s)
         return x * s
 
     @staticmethod

@@ -51,7 +51,7 @@ class Attention(Function):
         mask = check_attention_inputs(q, k, v, mask)
         scale = default_scale(q.shape[-1]) if scale is None else scale
         out, softmax_stats = backends.active().attention(q, k, v, mask, scale, is_causal)
-        ctx.save_for_backward(q=q, k=k, v=v, out=out, softmax_stats=softmax_stats)
+        ctx.save_for_backward(q, k, v, out, softmax_stats)
         ctx.mask, ctx.scale, ctx.is_causal = mask, scale, is_causal
         return out
 

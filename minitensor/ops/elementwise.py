@@ -51,7 +51,7 @@ class Mul(Function):
         # after this is an error only if its values are needed. What no wanted gradient reads
         # is saved as None.
         needs_a, needs_b = ctx.needs_input_grad
-        ctx.save_for_backward(a=a if needs_b else None, b=b if needs_a else None)
+        ctx.save_for_backward(a if needs_b else None, b if needs_a else None)
         return a * b
 
     @staticmethod
@@ -73,7 +73,7 @@ class Div(Function):
     @staticmethod
     def forward(ctx, a, b):
         needs_a, needs_b = ctx.needs_input_grad
-        ctx.save_for_backward(a=a if needs_b else None, b=b)  # a saved only when needed (see Mul)
+        ctx.save_for_backward(a if needs_b else None, b)  # a saved only when needed (see Mul)
         return a / b
 
     @staticmethod
@@ -111,7 +111,7 @@ class Pow(Function):
     @staticmethod
     def forward(ctx, a, b):
         y = a**b
-        ctx.save_for_backward(a=a, b=b, y=y if ctx.needs_input_grad[1] else None)  # only dL/db needs y (see Mul)
+        ctx.save_for_backward(a, b, y if ctx.needs_input_grad[1] else None)  # only dL/db needs y (see Mul)
         return y
 
     @staticmethod
@@ -133,7 +133,7 @@ class Exp(Function):
     @staticmethod
     def forward(ctx, x):
         y = np.exp(x)
-        ctx.save_for_backward(y=y)
+        ctx.save_for_backward(y)
         return y
 
     @staticmethod
@@ -150,7 +150,7 @@ class Log(Function):
 
     @staticmethod
     def forward(ctx, x):
-        ctx.save_for_backward(x=x)
+        ctx.save_for_backward(x)
         return np.log(x)
 
     @staticmethod
@@ -165,7 +165,7 @@ class Sqrt(Function):
     @staticmethod
     def forward(ctx, x):
         y = np.sqrt(x)
-        ctx.save_for_backward(y=y)
+        ctx.save_for_backward(y)
         return y
 
     @staticmethod
@@ -180,7 +180,7 @@ class Tanh(Function):
     @staticmethod
     def forward(ctx, x):
         y = np.tanh(x)
-        ctx.save_for_backward(y=y)
+        ctx.save_for_backward(y)
         return y
 
     @staticmethod
@@ -202,7 +202,7 @@ class Sigmoid(Function):
     @staticmethod
     def forward(ctx, x):
         y = expit(x)
-        ctx.save_for_backward(y=y)
+        ctx.save_for_backward(y)
         return y
 
     @staticmethod
@@ -216,7 +216,7 @@ class Abs(Function):
 
     @staticmethod
     def forward(ctx, x):
-        ctx.save_for_backward(x=x)
+        ctx.save_for_backward(x)
         return np.abs(x)
 
     @staticmethod
@@ -239,7 +239,7 @@ class Clip(Function):
             inside &= x >= low
         if high is not None:
             inside &= x <= high
-        ctx.save_for_backward(inside=inside)
+        ctx.save_for_backward(inside)
         return np.clip(x, low, high)
 
     @staticmethod
@@ -256,7 +256,7 @@ class Maximum(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a=a, b=b)
+        ctx.save_for_backward(a, b)
         return np.maximum(a, b)
 
     @staticmethod
@@ -273,7 +273,7 @@ class Where(Function):
 
     @staticmethod
     def forward(ctx, a, b, condition):
-        ctx.save_for_backward(condition=condition)
+        ctx.save_for_backward(condition)
         return np.where(condition, a, b)
 
     @staticmethod
@@ -292,7 +292,7 @@ class MaskedFill(Function):
 
     @staticmethod
     def forward(ctx, x, mask, value):
-        ctx.save_for_backward(mask=mask)
+        ctx.save_for_backward(mask)
         return np.where(mask, np.asarray(value, dtype=x.dtype), x)
 
     @staticmethod

@@ -41,7 +41,7 @@ class MatMul(Function):
     @staticmethod
     def forward(ctx, a, b):
         check_matmul_shapes(a.shape, b.shape)
-        ctx.save_for_backward(a=a, b=b)
+        ctx.save_for_backward(a, b)
         return backends.active().matmul(a, b)
 
     @staticmethod

@@ -72,7 +72,7 @@ class CrossEntropy(Function):
             per_row = -(1 - label_smoothing) * target_log_p  # (M,)
             if label_smoothing > 0:
                 per_row = per_row - label_smoothing / num_classes * np.where(counted, log_p.sum(axis=1), 0)
-        ctx.save_for_backward(log_p=log_p, q=q)
+        ctx.save_for_backward(log_p, q)
         ctx.logits_shape, ctx.class_axis, ctx.reduction = logits.shape, class_axis, reduction
         ctx.count = int(counted.sum())
         if reduction == "none":
@@ -115,7 +115,7 @@ class MSELoss(Function):
                 f"{target.shape} must have the same shape"
             )
         difference = prediction - target
-        ctx.save_for_backward(difference=difference)
+        ctx.save_for_backward(difference)
         ctx.reduction = reduction
         squared = difference * difference
         if reduction == "none":

@@ -61,7 +61,7 @@ class Var(Function):
         axes = normalize_axes(axis, x.ndim, "var", x.shape)
         count = int(np.prod([x.shape[a] for a in axes]))
         centered = x - x.mean(axis=axes, keepdims=True)
-        ctx.save_for_backward(centered=centered)
+        ctx.save_for_backward(centered)
         # With ddof >= n there are no degrees of freedom left: divide by 0, as NumPy does,
         # so the variance is inf (nan for constant values) and so is its gradient, never a
         # number of the wrong sign.

@@ -33,7 +33,7 @@ class Softmax(Function):
             y = x.copy()
         else:
             y = backends.active().softmax(x, axis, mask)
-        ctx.save_for_backward(y=y)
+        ctx.save_for_backward(y)
         ctx.axis = axis
         return y
 
@@ -54,7 +54,7 @@ class LogSoftmax(Function):
     def forward(ctx, x, axis=-1):
         axis = normalize_axis(axis, x.ndim, "log_softmax", x.shape)
         y = x.copy() if x.shape[axis] == 0 else backends.active().log_softmax(x, axis)
-        ctx.save_for_backward(y=y)
+        ctx.save_for_backward(y)
         ctx.axis = axis
         return y
 

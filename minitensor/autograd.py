@@ -193,6 +193,8 @@ class Context:
       function          the Function subclass (Softmax), whose backward will run
       needs_input_grad  one bool per input: skip work for inputs that need no gradient
       saved_tensors     the arrays forward saved (raises once they were freed)
+      saved_names       their names: save_for_backward(y=y) names one y, a positional one saved[i]
+      input_names       one per input, the names forward gives its arrays (q, k, v)
       edges             one per input: its grad_fn (a Context), the leaf Tensor, or None
       input_shapes      the input shapes, so broadcasting can be undone
       site              where your code made it (mt.debug.created_at(node) formats it)
@@ -201,7 +203,7 @@ class Context:
 
     _hooks = ()  # per-node list, created on first register_hook
     _retained = None  # weak reference to a non-leaf tensor that called retain_grad()
-    _saved = None  # None until forward calls save_for_backward
+    _saved = None  # None until forward calls save_for_backward; a tuple, or a dict name -> array
     _versions = ()  # a Version for each input (and the output) whose array forward saved
     _freed = False
     site = None  # recorded by the observer (see above); the engine only carries it
@@ -216,12 +218,52 @@ class Context:
         return self.function.__name__
 
     def __repr__(self):
+        # With mt.debug loaded (it always is), `p ctx` in pdb shows the names and shapes of the
+        # inputs and saved arrays, where the node was made and the module path; the engine
+        # alone knows only the op and the label.
+        if _observer is not None:
+            return _observer.describe(self)
         label = f" {self.label!r}" if self.label else ""
         return f"<{self.name} node{label}>"
 
-    def save_for_backward(self, *arrays):
-        """Keep arrays for backward (inputs, the output, or anything forward computed)."""
-        self._saved = arrays
+    def save_for_backward(self, *arrays, **named):
+        """Keep arrays for backward (inputs, the output, or anything forward computed).
+
+        The tools show each by name: save_for_backward(q, k, v) names them q, k and v, read off
+        the call in forward's source (once per op, when a tool first shows one: recording pays
+        nothing). Keywords name them explicitly, save_for_backward(at_max=x == y), where the
+        argument is an expression or the call is in a helper; ctx.saved_tensors gives them back
+        in the same order either way."""
+        if named:
+            if arrays:  # positional arrays first, as saved[i], then the named ones
+                named = {**{f"saved[{i}]": array for i, array in enumerate(arrays)}, **named}
+            # The keywords' dict itself, names and arrays at once: one attribute set, no tuple
+            # built, so naming costs an op next to nothing (saved_tensors makes the tuple).
+            self._saved = named
+        else:
+            self._saved = arrays
+
+    def _saved_arrays(self):
+        """The saved arrays as a tuple, whichever form forward saved them in; () if none."""
+        saved = self._saved
+        if type(saved) is dict:
+            return tuple(saved.values())
+        return saved or ()
+
+    @property
+    def saved_names(self):
+        """One name per saved array: its keyword, else the argument of forward's
+        save_for_backward call (y for save_for_backward(y)), else saved[i]."""
+        saved = self._saved
+        if type(saved) is dict:
+            return tuple(saved)
+        count = len(saved or ())
+        return self.function.names_in_save_call(count) or tuple(f"saved[{i}]" for i in range(count))
+
+    @property
+    def input_names(self):
+        """One name per input: the names forward gives its arrays (q, k, v), read off its signature."""
+        return self.function.input_names(len(self.edges))
 
     @property
     def saved_tensors(self):
@@ -243,12 +285,13 @@ class Context:
         for record in self._versions:
             if record.counter[0] != record.seen:
                 self._refuse_changed(record)
-        return self._saved
+        saved = self._saved
+        return tuple(saved.values()) if type(saved) is dict else saved
 
     def _refuse_changed(self, record):
         """Raise the error that names the saved array an in-place change overwrote."""
         role = "output" if record.position is None else f"input {record.position}"
-        for array in self._saved:
+        for array in self._saved_arrays():
             if id(array) == record.data_id:
                 raise RuntimeError(
                     f"{self.name}.backward needs its saved {role} (a {array.dtype} tensor of shape "
@@ -278,6 +321,8 @@ class Context:
         self.output_shape = output.data.shape
         saved = self._saved
         if saved:  # only an array forward saved can be changed under a node's feet
+            if type(saved) is dict:
+                saved = saved.values()
             versions = []
             for position, t in enumerate(inputs):
                 if _holds(saved, t.data):
@@ -338,6 +383,33 @@ class Function:
     returns_view = False
     broadcasts = False
 
+    @classmethod
+    def input_names(cls, count):
+        """The names of count inputs, as forward's signature gives them (forward(ctx, q, k, v)
+        -> q, k, v); inputs taken as *arrays are arrays[0], arrays[1], ... Read when a tool
+        shows a node, never while recording: the engine pays nothing for them."""
+        code = cls.forward.__code__
+        named = code.co_varnames[1:code.co_argcount]  # after ctx; keywords with defaults are options
+        star = code.co_varnames[code.co_argcount + code.co_kwonlyargcount] if code.co_flags & 0x04 else None
+        names = []
+        for position in range(count):
+            if position < len(named):
+                names.append(named[position])
+            else:
+                names.append(f"{star or 'input'}[{position - len(named)}]")
+        return tuple(names)
+
+    @classmethod
+    def names_in_save_call(cls, count):
+        """The names of count arrays forward saves, read off its ctx.save_for_backward(...) call
+        with count arguments: a variable gives its name (q), `a if needs_b else None` gives a,
+        anything else its source text. None when forward's source cannot be read or has no such
+        call. Read once per op, when a tool first shows one."""
+        calls = _save_calls.get(cls)
+        if calls is None:
+            calls = _save_calls[cls] = _read_save_calls(cls.forward)
+        return next((names for names in calls if len(names) == count), None)
+
     @staticmethod
     def forward(ctx, *arrays, **options):
         raise NotImplementedError("a Function subclass must define forward(ctx, *arrays)")
@@ -390,6 +462,33 @@ class Function:
             result._become_view_of(inputs[0], cls, options)
         ctx._record(inputs, result)
         return result
+
+
+_save_calls = {}  # Function subclass -> the argument names of each save_for_backward call in its forward
+
+
+def _read_save_calls(forward):
+    """The argument names of every positional ctx.save_for_backward(...) call in forward's source."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(forward)))
+    except (OSError, TypeError, SyntaxError):  # no source: a class made by exec, a C function
+        return []
+    calls = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "save_for_backward" and not node.keywords
+                and not any(isinstance(a, ast.Starred) for a in node.args)):
+            names = []
+            for argument in node.args:
+                if isinstance(argument, ast.IfExp):  # a if needs_b else None: it is a, when saved
+                    argument = argument.body
+                names.append(argument.id if isinstance(argument, ast.Name) else ast.unparse(argument))
+            calls.append(tuple(names))
+    return calls
 
 
 # ----------------------------------------------------------------------------

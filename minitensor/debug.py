@@ -42,11 +42,12 @@ _tools = []  # the active tools, innermost last
 
 # A node's site takes one of two forms. When your code called the op (or the Tensor method that
 # did), the common case, it is the pair (code, instruction offset) of your frame. Otherwise it is
-# the triple (frames, model, part): frames holds such a pair for each frame from the op's caller
-# out to the first frame of your code, innermost first; model is a weak reference to the
+# the tuple (frames, model, part, inner): frames holds such a pair for each frame from the op's
+# caller out to the first frame of your code, innermost first; model is a weak reference to the
 # outermost Module whose forward made the node (the one your code called), part to the submodule
-# of it that did (its ln1, attn, ...), each None when there is none. Plain tuples, and no line
-# number or source looked up until shown (created_at): every node records one, few are looked at.
+# of it that did (its ln1, attn, ...), inner to the innermost Module whose forward was running
+# (blocks.1.attn.w_q: its module path), each None when there is none. Plain tuples, and no line
+# number, source or module path looked up until shown: every node records one, few are looked at.
 
 
 # Which part of the code a file belongs to, by filename: minitensor's engine and tensor code (to
@@ -72,9 +73,9 @@ def _place(filename):
 
 
 def _unpack(site):
-    """(frames, model, part) of either form of site."""
+    """(frames, model, part, inner) of either form of site."""
     if len(site) == 2:
-        return (site,), None, None
+        return (site,), None, None, None
     return site
 
 
@@ -95,14 +96,17 @@ def _record_site(frame):
                 break  # your code (a forward method of yours goes on to the Module that called it)
         frame = frame.f_back
     if not module_calls:
-        return tuple(frames), None, None
+        return tuple(frames), None, None, None
     model = module_calls[-1].f_locals["self"]
     model_ref = _ref(model)  # (the one plain weak reference to model, made once and shared)
     if model_ref is not _last_named[0]:  # every op of a forward pass has the same model
         _remember_root_name(model, frame)
         _last_named[0] = model_ref
-    part = module_calls[-2].f_locals["self"] if len(module_calls) > 1 else None
-    return tuple(frames), model_ref, part and _ref(part)
+    if len(module_calls) == 1:
+        return tuple(frames), model_ref, None, model_ref
+    part_ref = _ref(module_calls[-2].f_locals["self"])
+    inner = module_calls[0].f_locals["self"]
+    return tuple(frames), model_ref, part_ref, part_ref if len(module_calls) == 2 else _ref(inner)
 
 
 _ref = weakref.ref
@@ -155,18 +159,56 @@ _root_names = weakref.WeakKeyDictionary()  # outermost Module -> the name your c
 
 
 def _remember_root_name(module, user_frame):
-    """The first time a model is seen, the name of the variable that holds it in the frame of
-    your code that called it (block), or its class name in lower case."""
+    """The first time a model is seen, the name your code reaches it by: the variable that holds
+    it (block); for a layer called directly, its path from a variable that holds it (model[0](x)
+    -> model.0, net.fc1(x) on any object -> net.fc1); else its class name in lower case, with
+    _1, _2 ... added so that two models never share a name (and so their parameters' names)."""
     if module in _root_names:
         return
-    name = type(module).__name__.lower()
-    if user_frame is not None:
-        for scope in (user_frame.f_locals, user_frame.f_globals):
-            found = next((key for key, value in scope.items() if value is module), None)
-            if found is not None:
-                name = found
-                break
+    name = _name_in_frame(module, user_frame) if user_frame is not None else None
+    if name is None:
+        base = type(module).__name__.lower()
+        taken = set(_root_names.values())
+        name, count = base, 0
+        while name in taken:
+            count += 1
+            name = f"{base}_{count}"
     _root_names[module] = name
+
+
+def _name_in_frame(module, frame):
+    """module's name from a variable of frame: the variable itself, or the path to module
+    inside a Module (or through the attributes of a plain object) that a variable holds."""
+    scopes = (frame.f_locals, frame.f_globals)
+    for scope in scopes:
+        for key, value in scope.items():
+            if value is module:
+                return key
+    for scope in scopes:
+        for key, value in list(scope.items()):
+            if key.startswith("__") or isinstance(value, type):
+                continue
+            if isinstance(value, Module):
+                path = _path_in(value, module)
+                if path:
+                    return f"{key}.{path}"
+            elif hasattr(value, "__dict__") and not isinstance(value, type(sys)):
+                for attribute, held in vars(value).items():
+                    if held is module:
+                        return f"{key}.{attribute}"
+                    if isinstance(held, Module):
+                        path = _path_in(held, module)
+                        if path:
+                            return f"{key}.{attribute}.{path}"
+    return None
+
+
+def _path_in(model, module):
+    """The path of module inside model (blocks.1.attn), "" for model itself, None if absent."""
+    for path, candidate in model.named_modules():
+        if candidate is module:
+            return path
+    return None
 
 
 def _parameter_names(modules):
@@ -179,6 +221,31 @@ def _parameter_names(modules):
     return names
 
 
+def module_path(node):
+    """The path of the module whose forward made node, from the name your code calls the model
+    (gpt.blocks.1.attn, model.0, net.fc1), or None for a node no Module made."""
+    node = getattr(node, "grad_fn", node)
+    site = getattr(node, "site", None)
+    if site is None:
+        return None
+    _, model, _, inner = _unpack(site)
+    model, inner = model and model(), inner and inner()
+    if model is None or inner is None:
+        return None
+    root = _root_names.get(model, type(model).__name__.lower())
+    path = _path_in(model, inner)
+    return root if not path else f"{root}.{path}"
+
+
+def _module_text(node):
+    """"gpt.blocks.1.attn (MultiHeadAttention)", or None."""
+    path = module_path(node)
+    if path is None:
+        return None
+    inner = _unpack(node.site)[3]()
+    return f"{path} ({type(inner).__name__})"
+
+
 def _model_of(node):
     """The outermost Module whose forward made node, or None."""
     model = _unpack(node.site)[1] if node.site is not None else None
@@ -188,7 +255,7 @@ def _model_of(node):
 def part_of(node):
     """(name, module) of the submodule of the model that made node ("attn", the attention
     module), or None for a node your code or the model's own forward made."""
-    _, model, part = _unpack(node.site) if node.site is not None else (None, None, None)
+    _, model, part, _ = _unpack(node.site) if node.site is not None else (None, None, None, None)
     if part is None:
         return None
     model, part = model(), part()
@@ -260,8 +327,11 @@ class _Observer:
         for tool in reversed(_tools):
             if tool.wants_to_stop(node, grad_output):
                 tool.stops += 1
-                return _debug_backward(node, grad_output)
+                return _debug_backward(node, grad_output, getattr(tool, "reason", None))
         return node.function.backward(node, grad_output)
+
+    def describe(self, node):
+        return describe(node)
 
     def after_backward(self, node, grad_output, grad_inputs, summed):
         for tool in list(_tools):
@@ -272,13 +342,15 @@ _observer = _Observer()
 autograd.set_observer(_observer)
 
 
-def _debug_backward(node, grad):
-    """Run node's backward under pdb (mt.debug.break_on stopped here). Named locals: node,
-    op, made_at, grad (the incoming gradient, as the op's backward calls it), saved (what
-    forward saved). `step` twice enters the op's backward (the line below the breakpoint)."""
+def _debug_backward(node, grad, reason=None):
+    """Run node's backward under pdb (mt.debug.break_on stopped here). Named locals: node (`p
+    node` shows its inputs, saved arrays, site and module), op, made_at, module, reason (why it
+    stopped), grad (the incoming gradient, as the op's backward calls it), saved (what forward
+    saved, by name). `step` twice enters the op's backward (the line below the breakpoint)."""
     op = node.name  # noqa: F841 (named locals for you to print)
     made_at = created_at(node)  # noqa: F841 (not `where`: that is a pdb command)
-    saved = node._saved  # noqa: F841
+    module = module_path(node)  # noqa: F841
+    saved = dict(zip(node.saved_names, node._saved_arrays()))  # noqa: F841
     breakpoint()  # break_on: `p grad`, `p saved`, then `step` twice to enter the op's backward
     grad_inputs = node.function.backward(node, grad)
     return grad_inputs
@@ -319,7 +391,9 @@ class Tool:
 @dataclasses.dataclass
 class Step:
     """One node's backward: what came in, what went out, what it had saved. input_labels names
-    each input: the label of a leaf (x, block.ln1.weight), the op that made it, or None."""
+    where each input came from: the label of a leaf (x, block.ln1.weight), the op that made it,
+    or None. input_names and saved_names are the names the op gives its inputs and saved arrays
+    (q, k, v); module is the path of the module that made the node (block.attn), or None."""
 
     index: int
     op: str
@@ -330,6 +404,9 @@ class Step:
     grad_inputs: tuple  # one per input, summed to the input's shape (None where not needed)
     saved: tuple
     input_labels: tuple
+    input_names: tuple = ()
+    saved_names: tuple = ()
+    module: str = None
 
     def __str__(self):
         return _describe(self.index, self.node, self.grad_output, self.grad_inputs, self.input_labels)
@@ -341,7 +418,53 @@ def backward_steps(loss, grad=None, retain_graph=False):
     labels = leaf_labels(loss)
     for index, (node, grad_output, grad_inputs) in enumerate(walk(loss, grad, retain_graph)):
         yield Step(index, node.name, node, created_at(node), node.label, grad_output, grad_inputs,
-                   node._saved or (), _input_labels(node, labels))
+                   node._saved_arrays(), _input_labels(node, labels), node.input_names, node.saved_names,
+                   module_path(node))
+
+
+def _shape_of(array):
+    """The shape of a saved array (a tuple of arrays, such as attention's softmax statistics,
+    gives its stacked shape); None for nothing saved."""
+    if array is None:
+        return None
+    try:
+        return tuple(np.shape(array))
+    except ValueError:
+        return "?"
+
+
+def describe(node):
+    """What `p node` shows in pdb (a Context's repr): the op, its label and output shape, where
+    it was made, the module that made it, each input by name with its shape and where it came
+    from, and each saved array by name with its shape."""
+    node = getattr(node, "grad_fn", node)
+    label = f" {node.label!r}" if node.label else ""
+    output = f" -> {tuple(node.output_shape)}" if hasattr(node, "output_shape") else ""
+    lines = [f"<{node.name} node{label}{output}"]
+    where = created_at(node)
+    if where:
+        lines.append(f"  made at {where}")
+    module = _module_text(node)
+    if module:
+        lines.append(f"  module  {module}")
+    if hasattr(node, "edges"):
+        sources = _input_labels(node, _labels_of_model(node))
+        for name, shape, source in zip(node.input_names, node.input_shapes, sources):
+            came = f"from {source}" if source is not None else "a constant (no gradient)"
+            lines.append(f"  input   {name} {tuple(shape)} {came}")
+    if node._freed:
+        lines.append("  saved   (freed by backward; retain_graph=True keeps them)")
+    else:
+        for name, array in zip(node.saved_names, node._saved_arrays()):
+            lines.append(f"  saved   {name} {_shape_of(array)}" if array is not None else f"  saved   {name} None")
+    return "\n".join(lines) + ">"
+
+
+def _labels_of_model(node):
+    """id(leaf) -> label for the leaves of node, naming parameters in the model that made node."""
+    names = _parameter_names(_models_of([node]))
+    return {id(e): e.name if e.name is not None else names.get(id(e))
+            for e in node.edges if e is not None and type(e) is not autograd.Context}
 
 
 def _input_labels(node, labels):
@@ -369,13 +492,18 @@ def grad_norm(array):
 
 def _describe(index, node, grad_output, summed, input_labels):
     label = f" {node.label!r}" if node.label else ""
+    module = module_path(node)
+    module = f"  in {module}" if module else ""
     where = created_at(node)
     where = f"  [{where}]" if where else ""
     inputs = ", ".join(
-        "-" if g is None else f"{g.shape} |{grad_norm(g):.3g}|" + (f" to {name}" if name else "")
-        for g, name in zip(summed, input_labels))
-    return (f"{index:4d} {node.name}{label}{where}\n"
-            f"       grad out {grad_output.shape} |{grad_norm(grad_output):.3g}|  ->  grad in {inputs}")
+        f"{name} -" if g is None else f"{name} {g.shape} |{grad_norm(g):.3g}|" + (f" to {source}" if source else "")
+        for g, name, source in zip(summed, node.input_names, input_labels))
+    saved = ", ".join(f"{name} {_shape_of(array)}" for name, array in zip(node.saved_names, node._saved_arrays())
+                      if array is not None)
+    return (f"{index:4d} {node.name}{label}{module}{where}\n"
+            f"       grad out {grad_output.shape} |{grad_norm(grad_output):.3g}|  ->  grad in {inputs}"
+            + (f"\n       saved {saved}" if saved else ""))
 
 
 class trace(Tool):
@@ -427,12 +555,14 @@ def known_ops():
 class break_on(Tool):
     """`with mt.debug.break_on(op="Softmax"): loss.backward()` calls breakpoint() inside each
     matching node's backward. Every condition given must hold: op (the Function's name, as in
-    the trace: "Softmax"), label (a tensor's .name), nan=True (the incoming gradient has a NaN or
-    Inf), grad_norm_above (its norm).
+    the trace: "Softmax"), label (a tensor's .name), nan=True (the incoming gradient, or a gradient
+    the node's backward produces for an input, has a NaN or Inf), grad_norm_above (the norm of
+    either is above it).
 
     pdb stops in debug._debug_backward, one line above the call of the op's backward, with the
-    named locals grad (the incoming gradient, the name every op's backward gives it), saved,
-    node, op and made_at (the line of your code that made the node). `step` twice enters the op's
+    named locals grad (the incoming gradient, the name every op's backward gives it), saved (by
+    name), node (`p node`), op, made_at (the line of your code that made the node), module and
+    reason (which gradient matched). `step` twice enters the op's
     backward. A block that ends without a single stop prints so."""
 
     def __init__(self, op=None, label=None, nan=False, grad_norm_above=None, file=None):
@@ -446,17 +576,50 @@ class break_on(Tool):
         self.op, self.label, self.nan, self.grad_norm_above = op, label, nan, grad_norm_above
         self.file = file
         self.stops = 0
+        self.reason = None  # why it stopped last, for pdb
 
     def wants_to_stop(self, node, grad_output):
         if self.op is not None and node.name != self.op:
             return False
         if self.label is not None and node.label != self.label:
             return False
-        if self.nan and np.all(np.isfinite(grad_output)):
+        self.reason = None
+        if not self.nan and self.grad_norm_above is None:
+            return True
+        # The gradient coming in, then each gradient the node's backward produces: a NaN made by
+        # sqrt(-1) (or a huge gradient from log(1e-8)) flows from this node into its inputs, a
+        # leaf among them, where no later node would see it. To look at what the node produces,
+        # its backward runs once here, and again under pdb if it stops.
+        if self._matches(grad_output):
+            self.reason = f"the incoming gradient {self._what(grad_output)}"
+            return True
+        produced = node.function.backward(node, grad_output)
+        produced = produced if isinstance(produced, tuple) else (produced,)
+        for name, shape, grad in zip(node.input_names, node.input_shapes, produced):
+            if grad is None or not hasattr(grad, "shape"):
+                continue
+            grad = np.asarray(getattr(grad, "data", grad))
+            if grad.shape != tuple(shape):
+                grad = autograd.unbroadcast(grad, shape)
+            if self._matches(grad):
+                self.reason = f"{node.name}.backward produces a gradient for {name} that {self._what(grad)}"
+                return True
+        return False
+
+    def _matches(self, grad):
+        if self.nan and np.all(np.isfinite(grad)):
             return False
-        if self.grad_norm_above is not None and not grad_norm(grad_output) > self.grad_norm_above:
+        if self.grad_norm_above is not None and not grad_norm(grad) > self.grad_norm_above:
             return False
         return True
+
+    def _what(self, grad):
+        said = []
+        if self.nan:
+            said.append(f"holds {_what(grad)}")
+        if self.grad_norm_above is not None:
+            said.append(f"has norm {grad_norm(grad):.3g} > {self.grad_norm_above:g}")
+        return " and ".join(said)
 
     def __exit__(self, *exc_info):
         super().__exit__(*exc_info)
@@ -498,7 +661,8 @@ def _what(array):
 
 def _made_at(node):
     where = created_at(node)
-    return f"\n  made at {where}" if where else ""
+    module = module_path(node)
+    return (f"\n  made at {where}" if where else "") + (f"\n  in module {module}" if module else "")
 
 
 class detect_anomaly(Tool):
@@ -528,21 +692,21 @@ class detect_anomaly(Tool):
         if empty:
             rows, total, index = empty
             shapes = ", ".join(str(np.shape(a)) for a in arrays)
-            where = created_at(ctx) if autograd._grad_enabled and True in ctx.needs_input_grad else None
+            recorded = autograd._grad_enabled and True in ctx.needs_input_grad
             raise AnomalyError(
                 f"detect_anomaly: {function.__name__}'s forward met {rows} of {total} rows (the first at "
                 f"index {index}) whose entries are all -inf or hidden by the mask, in inputs of shapes "
                 f"{shapes}. minitensor gives such a row zero weights and no gradient (torch.softmax "
                 f"gives NaN); a mask that hides every key of a query is usually a bug (a padding "
-                f"mask built the wrong way round?)." + (f"\n  made at {where}" if where else "")
+                f"mask built the wrong way round?)" + (_made_at(ctx) if recorded else "")
             )
         if _has_nan(output) and not any(_has_nan(a) for a in arrays):
             shapes = ", ".join(str(np.shape(a)) for a in arrays)
-            where = created_at(ctx) if autograd._grad_enabled and True in ctx.needs_input_grad else None
+            recorded = autograd._grad_enabled and True in ctx.needs_input_grad
             raise AnomalyError(
                 f"detect_anomaly: {function.__name__}'s forward produced {_what(output)} in its output of "
                 f"shape {np.shape(output)} from inputs of shapes {shapes} without NaN"
-                + (f"\n  made at {where}" if where else "")
+                + (_made_at(ctx) if recorded else "")
             )
 
     def after_backward(self, node, grad_output, grad_inputs, summed):
@@ -554,7 +718,7 @@ class detect_anomaly(Tool):
                     f"detect_anomaly: {node.name}.backward produced {_what(grad)} in the gradient of its "
                     f"input {position} (shape {grad.shape}) from a finite incoming gradient of shape "
                     f"{grad_output.shape}" + _made_at(node))
-                if node not in self.seen and any(_has_nan(a) for a in node._saved or ()):
+                if node not in self.seen and any(_has_nan(a) for a in node._saved_arrays()):
                     message += _forward_outside(node)
                 raise AnomalyError(message)
 
@@ -569,8 +733,8 @@ def _rows_with_nothing_visible(function, ctx, output):
         if output.ndim == 0 or output.shape[ctx.axis] == 0:
             return None
         empty = np.all(np.asarray(output) == 0, axis=ctx.axis)
-    elif name == "Attention" and ctx._saved:
-        row_max = np.asarray(ctx._saved[-1][0])  # softmax_stats = (row_max, row_sum), per query
+    elif name == "Attention" and ctx._saved_arrays():
+        row_max = np.asarray(ctx._saved_arrays()[-1][0])  # softmax_stats = (row_max, row_sum), per query
         empty = np.isneginf(row_max)
     else:
         return None
@@ -580,17 +744,21 @@ def _rows_with_nothing_visible(function, ctx, output):
     return int(empty.sum()), int(empty.size), first
 
 
+def _inline(made_at):
+    return made_at.replace("\n  made at", ",").replace("\n  in module", ", in module")
+
+
 def _forward_outside(node):
     """The hint when the NaN was made by a forward that detect_anomaly did not watch."""
     in_forward_order = list(reversed(autograd.topological_order(node)))
-    first = next((n for n in in_forward_order if any(_has_nan(a) for a in n._saved or ())), node)
+    first = next((n for n in in_forward_order if any(_has_nan(a) for a in n._saved_arrays())), node)
     producers = [edge for edge in first.edges if type(edge) is autograd.Context]
     lines = [f"\n  {node.name}'s saved values already held NaN: it came from the forward pass, which "
              f"ran outside detect_anomaly, so the op that made it was not checked."]
     lines.append(f"  The first op (in forward order) whose saved values hold NaN: {first.name}"
-                 + _made_at(first).replace("\n  made at", ","))
+                 + _inline(_made_at(first)))
     for producer in producers:
-        lines.append(f"  its input came from {producer.name}" + _made_at(producer).replace("\n  made at", ","))
+        lines.append(f"  its input came from {producer.name}" + _inline(_made_at(producer)))
     lines.append("  To name the op for certain, run the forward inside the block too:\n"
                  "      with mt.debug.detect_anomaly():\n"
                  "          loss = f(x)\n"
@@ -618,25 +786,49 @@ class WrongOp:
     op: str
     created_at: str
     report: str
+    module: str = None
 
     def __str__(self):
         where = f" made at {self.created_at}" if self.created_at else ""
-        return f"the first op whose backward disagrees with finite differences: {self.op}{where}\n{self.report}"
+        module = f" in {self.module}" if self.module else ""
+        return (f"the first op whose backward disagrees with finite differences: {self.op}{module}{where}\n"
+                f"{self.report}")
 
 
-def find_wrong_op(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3):
-    """Re-check every op of fn(*inputs) alone, in the order forward ran them: each op's backward
-    against central differences of its own forward, on the inputs it received. Returns a WrongOp
-    naming the first that disagrees (op, where it was made, the worst element), or None."""
-    from .gradcheck import GradcheckError, gradcheck
+@dataclasses.dataclass
+class OpCheck:
+    """One op of fn(*inputs) re-checked alone: node is its node in the float64 run, relative_error
+    gradcheck's (mt.gradcheck.relative_error), report gradcheck's report when it failed."""
+
+    op: str
+    node: autograd.Context
+    created_at: str
+    module: str
+    passed: bool
+    relative_error: float
+    report: str
+
+
+def _recorded_run(fn, inputs):
+    """fn on float64 copies of the inputs, every op's call kept: (output, calls in forward order)."""
     from .tensor import Tensor
 
     copies = [Tensor(np.array(x.data, dtype=np.float64), requires_grad=x.requires_grad)
               if isinstance(x, Tensor) and x.dtype.kind == "f" else x for x in inputs]
     with _RecordCalls() as recorder:
-        fn(*copies)
-    for function, ctx, arrays, options in recorder.calls:
-        tensors = [Tensor(a.astype(np.float64) if a.dtype.kind == "f" else a,
+        output = fn(*copies)
+    return output, recorder.calls
+
+
+def _checked_ops(calls, eps=1e-6, atol=1e-5, rtol=1e-3, max_checked=400):
+    """Each recorded call's backward against central differences of its own forward, on the inputs
+    it received, with mt.gradcheck's own measurement: an OpCheck per op, in forward order (an op
+    with no input that requires grad is skipped). A generator, so find_wrong_op stops at the first."""
+    from .gradcheck import measure
+    from .tensor import Tensor
+
+    for function, ctx, arrays, options in calls:
+        tensors = [Tensor(np.ascontiguousarray(a, dtype=np.float64) if a.dtype.kind == "f" else a,
                           requires_grad=a.dtype.kind == "f" and wanted)
                    for a, wanted in zip(arrays, ctx.needs_input_grad)]
         if not any(t.requires_grad for t in tensors):
@@ -646,8 +838,17 @@ def find_wrong_op(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3):
             return function.apply(*ts, **options)
 
         alone.__name__ = function.__name__  # so gradcheck's report names the op
-        try:
-            gradcheck(alone, *tensors, eps=eps, atol=atol, rtol=rtol)
-        except GradcheckError as error:
-            return WrongOp(function.__name__, created_at(ctx), error.details)
+        measured = measure(alone, *tensors, eps=eps, atol=atol, rtol=rtol, max_checked=max_checked)
+        yield OpCheck(function.__name__, ctx, created_at(ctx), module_path(ctx), measured.passed,
+                      measured.relative_error, measured.details)
+
+
+def find_wrong_op(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3):
+    """Re-check every op of fn(*inputs) alone, in the order forward ran them: each op's backward
+    against central differences of its own forward, on the inputs it received. Returns a WrongOp
+    naming the first that disagrees (op, where it was made, its module, the worst element), or None."""
+    _, calls = _recorded_run(fn, inputs)
+    for checked in _checked_ops(calls, eps=eps, atol=atol, rtol=rtol):
+        if not checked.passed:
+            return WrongOp(checked.op, checked.created_at, checked.report, checked.module)
     return None

@@ -15,6 +15,9 @@ checks the parameters fn uses without taking them as arguments too, each reporte
 name in the model (block.ln1.weight).
 """
 
+import sys
+from typing import NamedTuple
+
 import numpy as np
 
 from .autograd import no_grad, topological_order
@@ -30,6 +33,28 @@ class GradcheckError(AssertionError):
         self.details = details
 
 
+class Measured(NamedTuple):
+    """What measure found: passed, the relative error of the worst element (the one definition
+    every report and the backward page use, see relative_error), and the report when it failed."""
+
+    passed: bool
+    relative_error: float
+    details: str  # None when passed
+
+
+def relative_error(analytic, numeric, atol, rtol):
+    """|analytic - numeric| / (|numeric| + atol / rtol), elementwise; NaN counts as inf.
+
+    The one relative error minitensor reports. It is the tolerance test rearranged: an element
+    passes (|analytic - numeric| <= atol + rtol |numeric|) exactly when its relative error is at
+    most rtol, and near 0, where |numeric| / |numeric| would blow up, atol / rtol keeps it finite."""
+    error = np.abs(analytic - numeric)
+    scale = np.abs(numeric) + (atol / rtol if rtol > 0 else 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(error == 0, 0.0, error / scale)
+    return np.where(np.isnan(ratio), np.inf, ratio)
+
+
 def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, full_jacobian_limit=4096, max_checked=400, seed=0,
               leaves="inputs"):
     """Return True when backward agrees with central differences; raise GradcheckError if not.
@@ -42,7 +67,20 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, full_jacobian_limit=4
                 that the output depends on (a model's parameters that fn uses), switched to
                 float64 during the check and restored after. The report names each checked
                 tensor and lists the leaves that were not checked.
+    The report ends with the call of mt.debug.find_wrong_op to paste, written with the names
+    your code gives fn and the inputs.
     """
+    measured = measure(fn, *inputs, eps=eps, atol=atol, rtol=rtol, full_jacobian_limit=full_jacobian_limit,
+                       max_checked=max_checked, seed=seed, leaves=leaves)
+    if not measured.passed:
+        raise GradcheckError(measured.details, _advice(fn, inputs, sys._getframe(1)))
+    return True
+
+
+def measure(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, full_jacobian_limit=4096, max_checked=400, seed=0,
+            leaves="inputs"):
+    """gradcheck without raising: a Measured (passed, relative_error, details). mt.debug's
+    per-op checks and the backward page's check mode use it, so all report one number."""
     _check_tolerances(eps, atol, rtol)
     if leaves not in ("inputs", "all"):
         raise ValueError(f'gradcheck: leaves must be "inputs" or "all", got {leaves!r}')
@@ -75,11 +113,11 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, full_jacobian_limit=4
                 checked.append((name, leaf))
             others = []
             output = fn(*copies)  # again, now that the leaves are float64
-        _compare(fn, output, copies, checked, others, eps, atol, rtol, full_jacobian_limit, max_checked, seed)
+        return _compare(fn, output, copies, checked, others, eps, atol, rtol, full_jacobian_limit, max_checked,
+                        seed)
     finally:
         for leaf, data, grad in restore:
             leaf.data, leaf.grad = data, grad
-    return True
 
 
 def _other_leaves(output, inputs):
@@ -110,18 +148,52 @@ def _compare(fn, output, copies, checked, unchecked, eps, atol, rtol, full_jacob
     else:
         comparisons = _projected(output, tensors, evaluate, eps, rng, max_checked)
 
+    worst = None  # (relative error, the report's arguments) of the worst element of any input
+    failed = False
     for index, analytic, numeric, describe in comparisons:
         allowed = atol + rtol * np.abs(numeric)
         error = np.abs(analytic - numeric)
         bad = ~(error <= allowed)  # also catches NaN
-        if bad.any():
-            worst = np.unravel_index(np.argmax(np.where(np.isnan(error), np.inf, error / allowed)), error.shape)
+        failed = failed or bool(bad.any())
+        ratios = relative_error(analytic, numeric, atol, rtol)
+        if not ratios.size:
+            continue
+        at = np.unravel_index(np.argmax(ratios), ratios.shape)
+        if worst is None or ratios[at] > worst[0]:
             name, x = checked[index]
-            details = _report(fn, name, x, describe(worst), analytic[worst], numeric[worst],
-                              atol, rtol, int(bad.sum()), bad.size, output, unchecked)
-            advice = (f"  to find the op whose backward is wrong: mt.debug.find_wrong_op({_name(fn)}, *inputs) "
-                      f"re-checks each op alone")
-            raise GradcheckError(details, advice)
+            worst = (float(ratios[at]), (name, x, describe(at), analytic[at], numeric[at], int(bad.sum()), bad.size))
+    if worst is None:
+        return Measured(True, 0.0, None)
+    if not failed:
+        return Measured(True, worst[0], None)
+    name, x, where, analytic, numeric, bad_count, total = worst[1]
+    details = _report(fn, name, x, where, analytic, numeric, worst[0], atol, rtol, bad_count, total, output,
+                      unchecked)
+    return Measured(False, worst[0], details)
+
+
+def _advice(fn, inputs, frame):
+    """The call of find_wrong_op to paste, with the names the caller's code gives fn and the
+    inputs (a placeholder where it gives none)."""
+    def named(value):
+        for scope in (frame.f_locals, frame.f_globals):
+            for key, held in scope.items():
+                if held is value:
+                    return key
+        owner = getattr(value, "__self__", None)  # MySwish.apply: a method of a class the code names
+        if owner is not None:
+            owner_name = named(owner)
+            return owner_name and f"{owner_name}.{value.__name__}"
+        return None
+
+    fn_name = named(fn)
+    arguments = [named(x) for x in inputs]
+    if fn_name is not None and None not in arguments:
+        call = f"mt.debug.find_wrong_op({', '.join([fn_name] + arguments)})"
+        return f"  to find the op whose backward is wrong, run: {call}"
+    shown = ", ".join([fn_name or "fn"] + [a or f"input{i}" for i, a in enumerate(arguments)])
+    return (f"  to find the op whose backward is wrong: mt.debug.find_wrong_op({shown}), with the function "
+            f"and the inputs you gave gradcheck (give {_name(fn)} a name to paste it as it is)")
 
 
 def _check_tolerances(eps, atol, rtol):
@@ -209,7 +281,8 @@ def _name(fn):
     return getattr(fn, "__name__", type(fn).__name__)
 
 
-def _report(fn, checked_name, x, where, analytic, numeric, atol, rtol, bad_count, total, output, unchecked):
+def _report(fn, checked_name, x, where, analytic, numeric, relative, atol, rtol, bad_count, total, output,
+            unchecked):
     ops = []
     for node in topological_order(output.grad_fn):
         if node.name not in ops:
@@ -223,9 +296,9 @@ def _report(fn, checked_name, x, where, analytic, numeric, atol, rtol, bad_count
         f"  worst element: {where}\n"
         f"  analytic (backward):         {analytic:.8g}\n"
         f"  numeric (finite difference): {numeric:.8g}\n"
-        f"  absolute error {abs(analytic - numeric):.3g}, relative error "
-        f"{abs(analytic - numeric) / abs(numeric) if numeric else float('inf'):.3g} "
-        f"(allowed: atol={atol:g} + rtol={rtol:g} * |numeric|)\n"
+        f"  absolute error {abs(analytic - numeric):.3g} (allowed: atol={atol:g} + rtol={rtol:g} * |numeric|)\n"
+        f"  relative error {relative:.3g} = |analytic - numeric| / (|numeric| + atol/rtol), "
+        f"at most rtol={rtol:g} to pass\n"
         f"  {bad_count} of {total} checked derivatives are off.\n"
         f"  ops in the graph, output first: {', '.join(ops)}"
         f"{not_checked}"

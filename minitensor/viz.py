@@ -11,7 +11,7 @@ when the whole graph would not fit at notebook width, and says so in the figure.
 
 from .autograd import Context
 from .backward_page import html  # noqa: F401  (mt.viz.html: the backward pass as one HTML page)
-from .debug import grad_norm, leaf_labels, part_of
+from .debug import _shape_of, grad_norm, leaf_labels, module_path, part_of
 
 FIT = 24  # draw folds a model's parts when the graph has more boxes than this
 WIDTH = 9.0  # inches: what a notebook cell shows without scrolling
@@ -19,7 +19,21 @@ WIDTH = 9.0  # inches: what a notebook cell shows without scrolling
 
 def _node_text(node):
     label = f" {node.label!r}" if node.label else ""
-    return f"{node.name}{label} -> {node.output_shape}"
+    module = module_path(node)
+    return f"{node.name}{label} -> {node.output_shape}" + (f" in {module}" if module else "")
+
+
+def _node_details(node):
+    """The lines DOT adds under a node, as torchviz's show_saved does: the names of the inputs
+    and each saved array by name and shape."""
+    lines = [f"inputs: {', '.join(node.input_names)}"]
+    saved = ", ".join(f"{name} {_shape_of(array)}" for name, array in zip(node.saved_names, node._saved_arrays())
+                      if array is not None)
+    if saved:
+        lines.append(f"saved: {saved}")
+    elif node._freed:
+        lines.append(f"saved: {', '.join(node.saved_names)} (freed by backward)")
+    return lines
 
 
 def _leaf_text(leaf, labels):
@@ -76,13 +90,15 @@ def _walk(t):
 
 
 def to_dot(t):
-    """Graphviz DOT text of the graph (boxes: ops, ellipses: leaves; edges point to the consumer)."""
+    """Graphviz DOT text of the graph (boxes: ops, ellipses: leaves; edges point to the consumer).
+    Each op's box says which module made it, its inputs' names and what it saved, by name and
+    shape (before backward frees it: draw the graph first, or backward(retain_graph=True))."""
     ids, edges, order = _walk(t)
     labels = leaf_labels(t)
     lines = ["digraph minitensor {", "  rankdir=BT;", '  node [fontname="Helvetica", fontsize=10];']
     for item in order:
         if isinstance(item, Context):
-            label = _node_text(item).replace('"', "'")
+            label = "\\n".join([_node_text(item)] + _node_details(item)).replace('"', "'")
             lines.append(f'  {ids[id(item)]} [shape=box, label="{label}"];')
         else:
             label = _leaf_text(item, labels).replace('"', "'")
@@ -133,11 +149,27 @@ def _boxes(t, fold):
                 inside = consumers.get(id(item), set())
                 if len(inside) == 1 and None not in inside and item is not t:
                     box_of[id(item)] = next(iter(inside))
+        # A parameter used by several parts (a tied embedding and output layer) is counted and
+        # drawn in the first part that uses it, in forward order; the others say they share it.
+        forward_parts = list(reversed(parts))
+        for item in order:
+            inside = consumers.get(id(item), set())
+            if not isinstance(item, Context) and len(inside) > 1 and None not in inside and item is not t:
+                box_of[id(item)] = next(parts[n]["box"] for n in forward_parts if parts[n]["box"] in inside)
+        counted = set()
+        for name in forward_parts:
+            part = parts[name]
+            own = [p for p in part["module"].parameters() if id(p) not in counted]
+            part["shared"] = [p for p in part["module"].parameters() if id(p) in counted]
+            part["own"] = sum(p.size for p in own)
+            counted.update(id(p) for p in own)
+    names = leaf_labels(t)
     for name, part in parts.items():
         module = part["module"]
         ops = f"{part['ops']} op{'s' if part['ops'] > 1 else ''}"
+        shared = ", ".join(names.get(id(p)) or "a parameter" for p in part["shared"])
         part["box"].text = (f"{name}: {type(module).__name__} -> {part['shape']}\n"
-                            f"{ops}, {module.num_parameters():,} parameters")
+                            f"{ops}, {part['own']:,} parameters" + (f" (shares {shared})" if shared else ""))
     for item in order:
         if id(item) not in box_of:
             if isinstance(item, Context):
@@ -200,39 +232,65 @@ def draw(t, ax=None, fold="auto"):
     for box in boxes:
         rows.setdefault(level[id(box)], []).append(box)
     low = min(rows)
-    position = {}
-    for row, members in rows.items():
-        for i, box in enumerate(members):
-            position[id(box)] = (i - (len(members) - 1) / 2, row - low)
     widest = max(len(members) for members in rows.values())
     depth = max(rows) - low + 1
+    fontsize = 9 if widest <= 4 else 8 if widest <= 6 else 7
+    position = {}
+    if fold:  # at most a dozen boxes: evenly spaced, at notebook width
+        for row, members in rows.items():
+            for i, box in enumerate(members):
+                position[id(box)] = (i - (len(members) - 1) / 2, row - low)
+        row_height, unit = 1.0, 1.0
+    else:
+        # every op: each box as wide as its text, side by side, so no two labels overlap; x in inches
+        char = fontsize * 0.62 / 72
+        for row, members in rows.items():
+            widths = [max(len(line) for line in b.text.split("\n")) * char + 0.4 for b in members]
+            total = sum(widths) + 0.25 * (len(members) - 1)
+            x = -total / 2
+            for box, w in zip(members, widths):
+                position[id(box)] = (x + w / 2, (row - low) * 0.9)
+                x += w + 0.25
+        row_height, unit = 0.9, 0.9
+    xs = [p[0] for p in position.values()]
+    long_edges = [(s, c) for s, c in edges if position[id(c)][1] - position[id(s)][1] > row_height * 1.01]
     if ax is None:
-        width = WIDTH if fold else max(WIDTH, 2.4 * widest)  # unfolded, room for the widest row
-        height = max(3.0, 0.8 * depth + 1)
-        fig, ax = plt.subplots(figsize=(width, min(height, 14.0) if fold else height))
+        if fold:
+            width, height = WIDTH, min(max(3.0, 0.8 * depth + 1), 14.0)
+        else:
+            width = max(WIDTH, max(xs) - min(xs) + 2.0 + 0.15 * len(long_edges))
+            height = max(3.0, unit * depth + 1.2)
+        fig, ax = plt.subplots(figsize=(width, height))
     else:
         fig = ax.figure
-    fontsize = 9 if widest <= 4 else 8 if widest <= 6 else 7
+    right = max(xs) + (0.6 if fold else 1.0)
     for source, consumer in edges:
         (x0, y0), (x1, y1) = position[id(source)], position[id(consumer)]
-        if y1 - y0 > 1 and x0 == x1:  # a residual connection: around the boxes between, on the right
-            side = x0 + 0.3
-            ax.plot([x0, side, side], [y0, y0, y1 - 0.35], color="gray", linewidth=1, zorder=1)
-            ax.annotate("", xy=(x1 + 0.05, y1 - 0.2), xytext=(side, y1 - 0.35),
+        if (source, consumer) in long_edges:
+            # a residual connection or a tied weight: up through the gaps between rows, along a
+            # lane of its own right of every box, so it crosses none
+            lane = right + 0.12 * long_edges.index((source, consumer))
+            gap0, gap1 = y0 + row_height / 2, y1 - row_height / 2
+            ax.plot([x0, x0, lane, lane, x1], [y0 + 0.2 * unit, gap0, gap0, gap1, gap1],
+                    color="gray", linewidth=1, zorder=1)
+            ax.annotate("", xy=(x1, y1 - 0.2 * unit), xytext=(x1, gap1),
                         arrowprops=dict(arrowstyle="->", color="gray", shrinkA=0, shrinkB=0))
             continue
-        ax.annotate("", xy=(x1, y1 - 0.2), xytext=(x0, y0 + 0.2),
+        ax.annotate("", xy=(x1, y1 - 0.2 * unit), xytext=(x0, y0 + 0.2 * unit),
                     arrowprops=dict(arrowstyle="->", color="gray", shrinkA=0, shrinkB=0))
     colours = {"op": "lightsteelblue", "leaf": "lightyellow", "part": "thistle"}
     for box in boxes:
         x, y = position[id(box)]
         ax.text(x, y, box.text, ha="center", va="center", fontsize=fontsize,
                 bbox=dict(boxstyle="round", facecolor=colours[box.kind]))
-    xs = [p[0] for p in position.values()]
-    ax.set_xlim(min(xs) - 0.7, max(xs) + 0.7)
-    ax.set_ylim(-0.6, depth - 0.4)
+    ax.set_xlim(min(xs) - (0.7 if fold else 1.0), right + 0.12 * len(long_edges) + 0.1)
+    ax.set_ylim(-0.6 * unit, (depth - 0.4) * unit)
     ax.axis("off")
     if folded:
         ax.set_title(f"folded into one box each: {', '.join(folded)} "
                      f"(mt.viz.draw(loss, fold=False) draws every op)", fontsize=9)
+    elif len(boxes) > FIT:
+        ax.set_title(f"every op: {len(boxes)} boxes, each as wide as its label. To pan and zoom, let Graphviz "
+                     f"lay it out: open('graph.dot', 'w').write(mt.viz.to_dot(loss)); dot -Tsvg graph.dot > graph.svg",
+                     fontsize=9, loc="left")
     return fig

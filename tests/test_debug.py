@@ -99,11 +99,11 @@ def test_break_on_nan_and_grad_norm(monkeypatch):
     x = mt.tensor([0.0, 1.0], requires_grad=True)
     with mt.debug.break_on(nan=True), np.errstate(divide="ignore", invalid="ignore"):
         x.sqrt().sqrt().sum().backward()  # the outer sqrt's backward divides by 0: inf flows into the inner one
-    assert stops == ["Sqrt"]
+    assert stops == ["Sqrt", "Sqrt"]  # the outer one produces the inf, the inner one receives it
     stops.clear()
     with mt.debug.break_on(grad_norm_above=5.0):
-        ((x * 10) ** 2).sum().backward()  # only Mul receives a gradient of norm > 5: 2 * 10x = [0, 20]
-    assert stops == ["Mul"]
+        ((x * 10) ** 2).sum().backward()  # Pow produces 2 * 10x = [0, 20] (norm 20 > 5), which Mul receives
+    assert stops == ["Pow", "Mul"]
 
 
 def test_detect_anomaly_names_log_and_not_the_sum_after_it():
@@ -172,43 +172,65 @@ def test_viz_text_dot_and_draw():
     assert any(t.startswith("MatMul") for t in texts) and any(t.startswith("leaf 'w'") for t in texts)
 
 
-def softmax_backward_line():
-    lines = (ROOT / "minitensor" / "ops" / "softmax.py").read_text().splitlines()
-    return next(i for i, line in enumerate(lines, 1) if "(y,) = ctx.saved_tensors" in line)
+def _readme_block(starts_with):
+    readme = (ROOT / "README.md").read_text()
+    blocks = [body for lang, body in re.findall(r"^```(\w*)\n(.*?)^```$", readme, flags=re.S | re.M) if not lang]
+    return next(b for b in blocks if b.startswith(starts_with))
 
 
-def readme_pdb_session():
-    """The README's pdb session: [(command, what pdb printed for it)], or None where the README
-    has none (a student copy, whose README is another; the session's last print is the task's
-    answer)."""
-    readme = ROOT / "README.md"
-    blocks = re.findall(r"```\n(\$ python -m pdb examples/debug_attention\.py\n.*?)```", readme.read_text(), re.S)
-    if not blocks:
-        return None
-    session = []
-    for line in blocks[0].splitlines()[1:]:
-        if line.startswith("(Pdb) "):
-            session.append((line.removeprefix("(Pdb) "), []))
-        elif not line.startswith(("> ", "-> ", "Breakpoint ")):
-            session[-1][1].append(line)
-    return [(command, "\n".join(printed)) for command, printed in session]
+def _pdb(script, commands, under_pdb=True):
+    """Run script (under pdb, or as it is when it calls breakpoint() itself), typing commands."""
+    result = subprocess.run([sys.executable] + (["-m", "pdb"] if under_pdb else []) + [script],
+                            input="\n".join(commands) + "\n", capture_output=True, text=True, cwd=ROOT, timeout=120)
+    # the prompt and what a command prints share a line; a path on this machine reads as the README's
+    return result.stdout.replace("(Pdb) ", "\n").replace(str(ROOT), "/path/to/minitensor")
+
+
+def _in_order(expected, lines):
+    """Each expected line, in order, among lines."""
+    at = 0
+    for line in expected:
+        while at < len(lines) and lines[at].rstrip() != line.rstrip():
+            at += 1
+        assert at < len(lines), f"not printed (in this order): {line!r}"
+        at += 1
 
 
 def test_the_readme_pdb_session():
-    """Drive `python -m pdb examples/debug_attention.py` through the README's session and find
-    what the README shows it printing."""
-    session = readme_pdb_session()
-    if session is None:
-        pytest.skip("this README has no pdb session")
-    assert [command for command, _ in session][:3] == ["until 11", "break mt.ops.Softmax.backward", "continue"]
-    commands = [command for command, _ in session] + ["quit"]
-    result = subprocess.run(
-        [sys.executable, "-m", "pdb", "examples/debug_attention.py"],
-        input="\n".join(commands) + "\n", capture_output=True, text=True, cwd=ROOT, timeout=120,
-    )
-    out = result.stdout
-    assert f"softmax.py({softmax_backward_line()})backward()" in out
-    printed = [text for command, text in session if text]
-    assert len(printed) == 4 and printed[-1].startswith("dL/dq = [[0.0, 1.1345]")  # three arrays and the script's line
-    for text in printed:
-        assert text in out, text
+    """Replay the README's session, read from the README: its commands, and every line it shows
+    printed in that order, line numbers included, so the transcript cannot drift from the file."""
+    if (ROOT / ".minitensor-student").exists():
+        pytest.skip("a student copy: its README is README.student.md, which has no pdb session")
+    block = _readme_block("$ python -m pdb examples/debug_attention.py").splitlines()
+    commands = [line[len("(Pdb) "):] for line in block if line.startswith("(Pdb) ")]
+    shown = [line for line in block[1:] if not line.startswith("(Pdb) ")]
+    assert commands[:3] == ["until 11", "break mt.ops.Softmax.backward", "continue"] and "p ctx" in commands
+    out = _pdb("examples/debug_attention.py", commands + ["quit"]).splitlines()
+    _in_order(shown, out)
+    lines = (ROOT / "minitensor" / "ops" / "softmax.py").read_text().splitlines()
+    stop = next(i for i, line in enumerate(lines, 1) if "(y,) = ctx.saved_tensors" in line)
+    assert f"softmax.py({stop})backward()" in "\n".join(shown)  # (and so printed by pdb, above)
+
+
+BREAK_ON = """import numpy as np
+import minitensor as mt
+q = mt.tensor(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), requires_grad=True)
+k = mt.tensor(np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]]), requires_grad=True)
+weights = (q @ k.T / np.sqrt(2)).softmax(axis=-1)
+with mt.debug.break_on(op="Softmax"):
+    (weights * 3).sum().backward()
+"""
+
+
+def test_the_readme_says_how_to_reach_p_y_from_break_on(tmp_path):
+    """README: `step` twice enters the op's backward at its first line, `next` runs it, then `p y`."""
+    readme = (ROOT / "README.md").read_text()
+    if (ROOT / ".minitensor-student").exists():
+        pytest.skip("a student copy: its README is README.student.md")
+    assert "Type `step` twice to enter the op's\nown `backward`, at its first line; `next` runs that line" in readme
+    script = tmp_path / "break_on.py"
+    script.write_text(BREAK_ON)
+    out = _pdb(str(script), ["p reason", "p sorted(saved)", "p module", "step", "step", "next", "p y.shape", "continue"], under_pdb=False)
+    lines = out.splitlines()
+    _in_order(["-> grad_inputs = node.function.backward(node, grad)", "None", "['y']", "None", "--Call--",
+               "-> (y,) = ctx.saved_tensors", "(3, 3)"], lines)

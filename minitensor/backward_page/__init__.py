@@ -10,11 +10,14 @@ be mailed. The script is plain hand-written JavaScript: nothing to pin, fetch or
 student can read it with "view source".
 """
 
+import base64
 import json
 import os
 import pathlib
 import re
 import tempfile
+
+import numpy as np
 
 from ..autograd import topological_order
 from ..tensor import Tensor
@@ -24,7 +27,7 @@ from . import collect
 _HERE = pathlib.Path(__file__).resolve().parent
 
 
-def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=False):
+def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=False, tokens=None):
     """Run loss's backward pass (as loss.backward() would: leaves get their .grad) one node at a
     time, in mt.debug.backward_steps order, and write a page that steps through it.
 
@@ -33,7 +36,9 @@ def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=
     predict       hide each node's gradients until the student guesses one element or reveals it
     check         (fn, *inputs): re-check every op of fn(*inputs) alone against finite differences
                   (what mt.debug.find_wrong_op does) and colour each node by its relative error
-    max_elements  arrays with more elements are summarised (norm, min, max, histogram), not embedded
+    max_elements  arrays with more elements are summarised (norm, min, max, histogram), not embedded;
+                  attention maps are stored one (batch, head) slice at a time, at any T
+    tokens        the tokens of the sequence (strings), to label the query and key axes of attention
     Returns the path written.
     """
     path = pathlib.Path(path)
@@ -45,6 +50,8 @@ def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=
         raise IsADirectoryError(f"viz.html: {str(path)!r} is a folder; give a file name such as page.html")
     if not isinstance(max_elements, int) or max_elements < 1:
         raise ValueError(f"viz.html: max_elements must be a positive integer, got {max_elements!r}")
+    if tokens is not None and (isinstance(tokens, str) or not hasattr(tokens, "__len__")):
+        raise TypeError(f"viz.html: tokens must be a list of strings, one per position, got {tokens!r}")
     if check is not None:
         if not isinstance(check, (tuple, list)) or not check or not callable(check[0]):
             raise TypeError("viz.html: check must be a tuple (fn, *inputs) with fn callable, e.g. check=(f, x, w)")
@@ -59,15 +66,18 @@ def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=
         checked_output, results = checking.per_op_errors(check[0], check[1:])
         checks = _match(loss, checked_output, results)
 
-    ids, nodes, edges = collect.layout(loss.grad_fn)
+    ids, nodes, edges = collect.layout(loss.grad_fn, loss.data)
     if checks is not None:
         for node, result in zip(topological_order(loss.grad_fn), checks):
             nodes[ids[id(node)]]["check"] = result
-    records, received = collect.steps(loss, ids, max_elements, retain_graph)
-    for node_id, (grad_norm, done_at) in received.items():
-        nodes[node_id]["grad_norm"], nodes[node_id]["done_at"] = grad_norm, done_at
+    records, received, senders = collect.steps(loss, ids, max_elements, retain_graph)
+    for node_id, (grad_norm, grad, done_at) in received.items():
+        nodes[node_id].update(grad_norm=grad_norm, grad=grad, done_at=done_at)
+    for node_id, sent_by in senders.items():
+        nodes[node_id]["senders"] = sent_by
     data = {"nodes": nodes, "edges": edges, "loss": collect.encode(loss.data, max_elements), "steps": records,
-            "predict": bool(predict), "checked": checks is not None, "max_elements": max_elements}
+            "predict": bool(predict), "checked": checks is not None, "max_elements": max_elements,
+            "tokens": None if tokens is None else [str(t) for t in tokens]}
     _write_atomically(path, _page(data))
     return path
 
@@ -98,7 +108,38 @@ def _match(loss, checked_output, results):
     return results
 
 
+POOLED = 48  # value lists longer than this go to the pool, once each, as base64 float32
+
+
+def _pooled(data):
+    """Move every long list of values (an array's "data", an attention slice's "weights" and
+    "d_scores") into one pool, each distinct list once, as base64 of its float32 bytes: the
+    gradient a node receives is the one its consumer sent, so half the arrays repeat, and base64
+    of float32 is half the size of the numbers written out. The page's script puts them back."""
+    pool, index = [], {}
+
+    def visit(item):
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if key in ("data", "weights", "d_scores") and isinstance(value, list) and len(value) > POOLED:
+                    raw = np.array([np.nan if v is None else v for v in value], dtype="<f4").tobytes()
+                    if raw not in index:
+                        index[raw] = len(pool)
+                        pool.append(base64.b64encode(raw).decode("ascii"))
+                    item[key] = {"pool": index[raw]}
+                else:
+                    visit(value)
+        elif isinstance(item, list):
+            for value in item:
+                visit(value)
+
+    visit(data)
+    data["pool"] = pool
+    return data
+
+
 def _page(data):
+    data = _pooled(data)
     script = (_HERE / "page.js").read_text()
     style = (_HERE / "page.css").read_text()
     # "<" only occurs inside JSON strings, where \u003c means the same: no source line that

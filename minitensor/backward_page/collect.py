@@ -46,32 +46,70 @@ class _RawGradShapes(debug.Tool):
         self.raw[id(node)] = [None if g is None else tuple(np.shape(g)) for g in grad_inputs]
 
 
-def layout(root):
-    """Nodes (ops and leaves) in layers: the output at layer 0, every input below each of its
-    consumers (longest path from the output); within a layer, ordered to shorten edges."""
+def summary(array):
+    """A forward value as the graph's boxes show it: the numbers when small, else the statistics."""
+    values = np.asarray(array)
+    if values.dtype.kind not in "biuf":
+        return None
+    if values.size <= SMALL:
+        return encode(values, SMALL)
+    as_float = values.astype(np.float64)
+    finite = np.isfinite(as_float)
+    some = finite.any()
+    return {"shape": list(values.shape), "dtype": str(values.dtype), "norm": norm(as_float),
+            "nonfinite": int(values.size - finite.sum()),
+            "min": float(as_float[finite].min()) if some else None,
+            "max": float(as_float[finite].max()) if some else None,
+            "mean": float(as_float[finite].mean()) if some else None}
+
+
+def forward_values(ops):
+    """id(node) -> its output's value, for every node whose output some node saved: itself (Exp
+    saves y), or a consumer that saved it as an input (MatMul saves a and b). The graph keeps no
+    other forward values, so the others are not shown."""
+    values = {}
+    for node in ops:
+        saved = node._saved_arrays()
+        for record in node._versions:
+            array = next((a for a in saved if id(a) == record.data_id), None)
+            if array is None:
+                continue
+            owner = node if record.position is None else node.edges[record.position]
+            if type(owner) is Context:
+                values.setdefault(id(owner), array)
+    return values
+
+
+def layout(root, output=None):
+    """Nodes (ops, leaves, and the inputs that need no gradient, greyed) in layers: the output at
+    layer 0, every input below each of its consumers (longest path from the output); within a
+    layer, ordered to shorten edges."""
     ops = topological_order(root)  # consumers before producers
     labels = debug.leaf_labels(root)  # t.name, else the parameter's name in its model
+    values = forward_values(ops)
+    if output is not None:
+        values[id(root)] = output  # the loss itself
     ids, items = {}, []
 
-    def add(item):
-        if id(item) not in ids:
-            ids[id(item)] = len(items)
+    def add(key, item):
+        if key not in ids:
+            ids[key] = len(items)
             items.append(item)
 
-    depth = {id(root): 0}
+    depth = {0: 0}
     edges = []
     for node in ops:
-        add(node)
+        add(id(node), node)
         for position, edge in enumerate(node.edges):
-            if edge is None:
-                continue
-            add(edge)
-            depth[id(edge)] = max(depth.get(id(edge), 0), depth[id(node)] + 1)
-            edges.append((ids[id(edge)], ids[id(node)], position))
+            # an input that needs no gradient has no edge: it gets a greyed box of its own
+            key = id(edge) if edge is not None else ("constant", id(node), position)
+            add(key, edge if edge is not None else (node, position))
+            depth[ids[key]] = max(depth.get(ids[key], 0), depth[ids[id(node)]] + 1)
+            edges.append((ids[key], ids[id(node)], position))
     levels = max(depth.values()) + 1
     layers = [[] for _ in range(levels)]
-    for item in items:
-        layers[depth[id(item)]].append(ids[id(item)])
+    for i in range(len(items)):
+        layers[depth[i]].append(i)
     consumers = {i: [] for i in range(len(items))}
     inputs = {i: [] for i in range(len(items))}
     for source, consumer, _ in edges:
@@ -90,19 +128,53 @@ def layout(root):
     nodes = []
     for i, item in enumerate(items):
         if isinstance(item, Context):
+            module = debug._unpack(item.site)[3] if item.site is not None else None
+            module = module and module()
+            value = values.get(id(item))
             nodes.append({"id": i, "kind": "op", "op": item.name, "label": item.label,
-                          "shape": list(item.output_shape), "created_at": debug.created_at(item)})
+                          "shape": list(item.output_shape), "created_at": debug.created_at(item),
+                          "module": debug.module_path(item),
+                          "module_class": type(module).__name__ if module is not None else None,
+                          "input_names": list(item.input_names),
+                          "value": summary(value) if value is not None else None})
+        elif isinstance(item, tuple):  # (consumer, position): an input that needs no gradient
+            node, position = item
+            nodes.append({"id": i, "kind": "const", "op": "constant", "label": node.input_names[position],
+                          "shape": list(node.input_shapes[position]), "created_at": None, "value": None})
         else:
             kind = "param" if isinstance(item, Parameter) else "leaf"
             nodes.append({"id": i, "kind": kind, "op": "Parameter" if kind == "param" else "leaf",
-                          "label": labels.get(id(item)), "shape": list(item.shape), "created_at": None})
-        nodes[-1]["layer"], nodes[-1]["x"] = depth[id(item)], place[i]
+                          "label": labels.get(id(item)), "shape": list(item.shape), "created_at": None,
+                          "value": summary(item.data)})
+        nodes[-1]["layer"], nodes[-1]["x"] = depth[i], place[i]
     return ids, nodes, [{"from": s, "to": c, "pos": p} for s, c, p in edges]
 
 
+MAX_SLICES = 16  # (batch, head) slices of the attention maps kept per node; the page says so above it
+MAP_CELLS = 64  # a slice larger than MAP_CELLS x MAP_CELLS is shown averaged over blocks of cells
+
+
+def _pooled(plane, rows, cols):
+    """plane (Tq, Tk) averaged over blocks so that it has at most rows x cols cells."""
+    tq, tk = plane.shape
+    fq, fk = -(-tq // rows), -(-tk // cols)  # block sizes (ceil)
+    padded = np.full((-(-tq // fq) * fq, -(-tk // fk) * fk), np.nan)
+    padded[:tq, :tk] = plane
+    blocks = padded.reshape(padded.shape[0] // fq, fq, padded.shape[1] // fk, fk)
+    with np.errstate(invalid="ignore"):
+        return np.nanmean(blocks, axis=(1, 3)), (fq, fk)
+
+
+def _map_values(plane):
+    return [float(f"{v:.4g}") if np.isfinite(v) else None for v in plane.reshape(-1).tolist()]
+
+
 def attention_view(step, max_elements):
-    """For a fused Attention node: the weights P and dL/dS (S the scaled, masked scores) as
-    (..., Tq, Tk) arrays, recomputed in NumPy from what the node saved, and the hidden cells."""
+    """For a fused Attention node: the weights P and dL/dS (S the scaled, masked scores) of each
+    (batch, head) slice, recomputed in NumPy from what the node saved, and the hidden cells. The
+    leading axes are kept as they are (MultiHeadAttention's 5-D (batch, kv head, group, T, T)),
+    each slice stored on its own (the page shows one at a time), up to MAX_SLICES of them; a slice
+    over MAP_CELLS keys or queries is averaged over blocks, so a page stays small at any T."""
     node = step.node
     q, k, v, out = (np.asarray(a, dtype=np.float64) for a in step.saved[:4])
     row_max, row_sum = (np.asarray(a, dtype=np.float64)[..., None] for a in step.saved[4])  # (..., Tq, 1)
@@ -125,25 +197,60 @@ def attention_view(step, max_elements):
     grad_out = np.asarray(step.grad_output, dtype=np.float64)
     d_weights = np.matmul(grad_out, np.swapaxes(v, -1, -2))
     d_scores = weights * (d_weights - (grad_out * out).sum(axis=-1, keepdims=True))
-    return {"weights": encode(weights, max_elements), "d_scores": encode(d_scores, max_elements),
-            "hidden": "".join("1" if h else "0" for h in hidden.reshape(-1))}
+    lead = weights.shape[:-2]
+    tq, tk = weights.shape[-2:]
+    hidden = np.broadcast_to(hidden, weights.shape)
+    slices = []
+    for flat in range(min(int(np.prod(lead, dtype=int)), MAX_SLICES)):
+        at = np.unravel_index(flat, lead) if lead else ()
+        w, ds, h = weights[at], d_scores[at], hidden[at]
+        block = (1, 1)
+        if tq > MAP_CELLS or tk > MAP_CELLS:
+            (w, block), (ds, _) = _pooled(w, MAP_CELLS, MAP_CELLS), _pooled(ds, MAP_CELLS, MAP_CELLS)
+            h, _ = _pooled(h.astype(np.float64), MAP_CELLS, MAP_CELLS)
+            h = h == 1.0  # a block is hidden when every cell in it is
+        slices.append({"index": [int(i) for i in at], "weights": _map_values(w), "d_scores": _map_values(ds),
+                       "hidden": "".join("1" if x else "0" for x in h.reshape(-1)), "rows": int(w.shape[0]),
+                       "cols": int(w.shape[1]), "block": [int(b) for b in block],
+                       "d_scores_scale": float(np.max(np.abs(ds))) if ds.size else 0.0})
+    return {"lead": [int(n) for n in lead], "tq": int(tq), "tk": int(tk), "slices": slices,
+            "stored": len(slices), "q_shape": list(q.shape), "out_shape": list(out.shape)}
 
 
-def _predict_target(index, grad_inputs):
-    """One element of the first gradient the op sends on, for the student to compute."""
-    for position, grad in enumerate(grad_inputs):
-        if grad is not None and grad.size:
-            flat = np.random.default_rng(index).integers(grad.size)
-            element = np.unravel_index(flat, grad.shape)
-            return {"input": position, "index": [int(i) for i in element], "value": float(grad[element])}
+def _stacked(saved):
+    """A saved array as one array: a tuple of arrays of one shape (attention's softmax statistics,
+    the row maxima and sums) stacked on a new first axis; None for anything else."""
+    if hasattr(saved, "shape"):
+        return saved
+    if isinstance(saved, tuple) and saved and all(hasattr(a, "shape") for a in saved):
+        try:
+            return np.stack(saved)
+        except ValueError:
+            return None
     return None
+
+
+def _predict_targets(index, names, grad_inputs):
+    """One element of each gradient the op sends on, for the student to compute; the page asks
+    about one input at a time and lets the student pick which."""
+    targets = []
+    rng = np.random.default_rng(index)
+    for position, (name, grad) in enumerate(zip(names, grad_inputs)):
+        if grad is not None and grad.size:
+            element = np.unravel_index(rng.integers(grad.size), grad.shape)
+            value = float(grad[element])
+            targets.append({"input": position, "name": name, "index": [int(i) for i in element],
+                            "value": value if np.isfinite(value) else None})
+    return targets
 
 
 def steps(loss, ids, max_elements, retain_graph):
     """Run backward one node at a time (mt.debug.backward_steps) and keep what each step shows.
-    Returns the records and, per node id, (norm of the gradient it received, the step after
-    which that gradient is complete): its own step for an op, the last contribution for a leaf."""
-    records, received, leaf_sums = [], {}, {}
+    Returns the records; per node id, (norm and summary of the gradient it received, the step
+    after which that gradient is complete): its own step for an op, the last contribution for a
+    leaf, whose gradient is the sum of its contributions; and per node id the steps that sent
+    it a gradient (what predict mode must have asked before it shows that gradient)."""
+    records, received, leaf_sums, senders = [], {}, {}, {}
     with _RawGradShapes() as raw_shapes:
         for step in debug.backward_steps(loss, retain_graph=retain_graph):
             node = step.node
@@ -151,26 +258,30 @@ def steps(loss, ids, max_elements, retain_graph):
             inputs = []
             for position, grad in enumerate(step.grad_inputs):
                 edge = node.edges[position]
-                entry = {"to": None if edge is None else ids[id(edge)], "shape": list(node.input_shapes[position])}
+                to = ids[id(edge)] if edge is not None else ids[("constant", id(node), position)]
+                entry = {"to": to, "name": step.input_names[position],
+                         "shape": list(node.input_shapes[position])}
                 if grad is not None:
                     entry["grad"] = encode(grad, max_elements)
+                    senders.setdefault(to, []).append(step.index)
                     if type(edge) is not Context:
-                        previous = leaf_sums.get(entry["to"])
-                        leaf_sums[entry["to"]] = grad if previous is None else previous + grad
-                        received[entry["to"]] = (None, step.index)
+                        previous = leaf_sums.get(to)
+                        leaf_sums[to] = grad if previous is None else previous + grad
+                        received[to] = (None, None, step.index)
                     if raw[position] is not None and raw[position] != grad.shape:
                         entry["raw_shape"] = list(raw[position])
                         entry["summed_axes"] = list(summed_axes(raw[position], grad.shape))
                 inputs.append(entry)
+            saved = [dict(encode(_stacked(a), max_elements), name=name)
+                     for name, a in zip(step.saved_names, step.saved) if _stacked(a) is not None]
             record = {"index": step.index, "node": ids[id(node)], "op": step.op, "label": step.label,
-                      "created_at": step.created_at, "grad_output": encode(step.grad_output, max_elements),
-                      "grad_inputs": inputs,
-                      "saved": [encode(a, max_elements) for a in step.saved if hasattr(a, "shape")],
-                      "predict": _predict_target(step.index, [g for g in step.grad_inputs])}
+                      "created_at": step.created_at, "module": step.module,
+                      "grad_output": encode(step.grad_output, max_elements), "grad_inputs": inputs, "saved": saved,
+                      "predict": _predict_targets(step.index, step.input_names, step.grad_inputs)}
             if step.op == "Attention" and len(step.saved) >= 5:
                 record["attention"] = attention_view(step, max_elements)
             records.append(record)
-            received[ids[id(node)]] = (norm(step.grad_output), step.index)
+            received[ids[id(node)]] = (norm(step.grad_output), summary(step.grad_output), step.index)
     for leaf, total in leaf_sums.items():
-        received[leaf] = (norm(total), received[leaf][1])
-    return records, received
+        received[leaf] = (norm(total), summary(total), received[leaf][2])
+    return records, received, senders

@@ -4,6 +4,7 @@
 "use strict";
 
 const D = JSON.parse(document.getElementById("data").textContent);
+unpool(D);
 const N = D.steps.length;
 const SMALL = 48;            // arrays up to this many elements are shown as numbers
 const TOLERANCE = 0.01;      // predict mode: a guess within 1% (or 1e-4) of the value counts
@@ -11,8 +12,32 @@ const SVG = "http://www.w3.org/2000/svg";
 
 let position = 0;            // 0: before the first node; k: the k-th node's backward has run
 const guesses = D.steps.map(() => null);   // predict mode: null, "right", "wrong" or "revealed"
+const said = D.steps.map(() => null);      // predict mode: what the student typed, as typed
+const asked = D.steps.map((s) => (s.predict.length ? s.index % s.predict.length : null));  // which target
 const stepOfNode = {};
 D.steps.forEach((s, i) => { stepOfNode[s.node] = i; });
+
+// Long value lists are written once each, as base64 of float32 (see _pooled in __init__.py): put
+// them back as plain arrays of numbers, with null for NaN and Inf, as the rest of the page reads them.
+function unpool(data) {
+  const decoded = {};
+  function values(i) {
+    if (!(i in decoded)) {
+      const bytes = Uint8Array.from(atob(data.pool[i]), (c) => c.charCodeAt(0));
+      decoded[i] = Array.from(new Float32Array(bytes.buffer), (v) => (Number.isFinite(v) ? v : null));
+    }
+    return decoded[i];
+  }
+  (function visit(item) {
+    if (Array.isArray(item)) { item.forEach(visit); return; }
+    if (item === null || typeof item !== "object") return;
+    for (const [key, value] of Object.entries(item)) {
+      if (key === "pool" && item === data) continue;
+      if (value !== null && typeof value === "object" && typeof value.pool === "number") item[key] = values(value.pool);
+      else visit(value);
+    }
+  })(data);
+}
 
 // ---------------------------------------------------------------- numbers
 
@@ -22,6 +47,86 @@ function fmt(x, digits) {
   const a = Math.abs(x);
   if (a >= 1e5 || a < 1e-3) return x.toExponential((digits || 5) - 1);
   return String(Number(x.toPrecision(digits || 5)));
+}
+
+// signed and short, for the graph's boxes: a few values, or the norm of a larger array
+function brief(rec, what) {
+  if (!rec) return "";
+  const size = rec.shape.reduce((a, b) => a * b, 1);
+  if (rec.data && size <= 4) {
+    const values = rec.data.map((v) => fmt(v, 4));
+    return `${what} ${size === 1 && rec.shape.length === 0 ? values[0] : "[" + values.join(", ") + "]"}`;
+  }
+  if (what === "grad") return `|grad| ${fmt(rec.norm, 4)}`;
+  return rec.mean !== undefined ? `${what} mean ${fmt(rec.mean, 3)}` : `${what} |${fmt(rec.norm, 3)}|`;
+}
+
+// What a student types as a number: 0.25, -4/2, 1e-3, 3*(2-0.5), 2**-3. Returns {value} or {error}
+// that says why it cannot be read (a comma, a letter, an unclosed bracket, a division by zero).
+function parseNumber(text) {
+  const source = text.trim();
+  if (source === "") return { error: "type a number first" };
+  if (/^-?\d+,\d+$/.test(source)) return { error: `"${source}" has a comma: write a decimal point (${source.replace(",", ".")})` };
+  let at = 0;
+  const fail = (why) => { throw new Error(why); };
+  const peek = () => { while (source[at] === " ") at++; return source[at]; };
+  function number() {
+    const match = /^(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?/.exec(source.slice(at));
+    if (!match) {
+      const c = source[at];
+      fail(c === undefined ? "it ends too early: a number is missing at the end"
+        : `"${c}" at position ${at + 1} is not part of a number (use digits, . e + - * / ** and brackets)`);
+    }
+    at += match[0].length;
+    return Number(match[0]);
+  }
+  function factor() {
+    const c = peek();
+    if (c === "-") { at++; return -factor(); }
+    if (c === "+") { at++; return factor(); }
+    let value;
+    if (c === "(") {
+      at++;
+      value = sum();
+      if (peek() !== ")") fail("a bracket is opened and never closed");
+      at++;
+    } else value = number();
+    if (peek() === "^" || source.startsWith("**", at)) {
+      at += source[at] === "^" ? 1 : 2;
+      value = Math.pow(value, factor());
+    }
+    return value;
+  }
+  function product() {
+    let value = factor();
+    for (;;) {
+      const c = peek();
+      if (c === "*" && source[at + 1] !== "*") { at++; value *= factor(); }
+      else if (c === "/") {
+        at++;
+        const d = factor();
+        if (d === 0) fail("it divides by zero");
+        value /= d;
+      } else return value;
+    }
+  }
+  function sum() {
+    let value = product();
+    for (;;) {
+      const c = peek();
+      if (c === "+") { at++; value += product(); }
+      else if (c === "-") { at++; value -= product(); }
+      else return value;
+    }
+  }
+  try {
+    const value = sum();
+    if (peek() !== undefined) fail(`"${source.slice(at)}" after the number is not understood`);
+    if (!Number.isFinite(value)) fail("it is not a finite number");
+    return { value };
+  } catch (error) {
+    return { error: error.message };
+  }
 }
 
 function shapeText(shape) {
@@ -55,6 +160,7 @@ function stats(rec) {
   line.append("shape ", el("b", {}, shapeText(rec.shape)), "  norm ",
               el("b", { class: "norm", "data-norm": String(rec.norm) }, fmt(rec.norm, 6)),
               "  min ", el("b", {}, fmt(rec.min)), "  max ", el("b", {}, fmt(rec.max)));
+  if (rec.mean !== undefined) line.append("  mean ", el("b", {}, fmt(rec.mean)));
   if (rec.nonfinite) line.append(el("b", { class: "fail" }, `  ${rec.nonfinite} NaN/Inf`));
   return line;
 }
@@ -179,20 +285,190 @@ function arrayView(title, rec, options) {
   const box = el("div", { class: "array" }, el("div", { class: "title" }, title), stats(rec));
   const size = rec.shape.reduce((a, b) => a * b, 1);
   if (rec.hist) box.append(histogram(rec));
+  else if (!rec.data) box.append(el("div", { class: "muted" }, `${size} elements: the page keeps their statistics only`));
   else if (size <= SMALL && !(options && options.hidden)) box.append(el("pre", {}, nested(rec.data, rec.shape)));
   else box.append(heatmap(rec, options || {}));
   return box;
 }
 
+// ---------------------------------------------------------------- attention maps
+
+// The 5-D shape MultiHeadAttention gives q, k, v: batch, key/value head, query heads per
+// key/value head (grouped-query attention), then T and d_head.
+function leadNames(node, count) {
+  if (node.module_class === "MultiHeadAttention" && count === 3) return ["batch", "kv head", "query head of group"];
+  if (count === 2) return ["batch", "head"];
+  if (count === 1) return ["batch"];
+  return Array.from({ length: count }, (_, a) => `axis ${a}`);
+}
+
+function shapeExplained(step, node) {
+  const a = step.attention;
+  const names = leadNames(node, a.lead.length);
+  const parts = a.lead.map((n, i) => `${names[i]} ${n}`);
+  let text = `q ${shapeText(a.q_shape)} and out ${shapeText(a.out_shape)}: ${parts.join(", ")}`
+    + `${parts.length ? ", " : ""}then ${a.tq} queries (or keys) and d_head ${a.q_shape[a.q_shape.length - 1]}.`;
+  if (names[1] === "kv head") {
+    text += " MultiHeadAttention gives the queries a group axis, (batch, kv heads, heads per kv head, T, d_head),"
+      + " so that in grouped-query attention several query heads share one key/value head by broadcasting;"
+      + ` here ${a.lead[2]} query head${a.lead[2] === 1 ? "" : "s"} per key/value head.`;
+  }
+  return el("div", { class: "muted shape-explained" }, text);
+}
+
+function tokenOf(i) {
+  return D.tokens && i < D.tokens.length ? ` '${D.tokens[i]}'` : "";
+}
+
+// The weights and dL/dscores of one (batch, head) slice at a time; the selectors are shared, so
+// both maps always show the same slice. Rows are queries, columns keys.
+function attentionMaps(step, node, gradHidden) {
+  const a = step.attention;
+  const names = leadNames(node, a.lead.length);
+  const chosen = a.lead.map(() => 0);
+  const box = el("div", { class: "attention" });
+  const selectors = el("div", { class: "selectors" });
+  const pair = el("div", { class: "heat-pair" });
+  const maps = [];
+
+  function sliceIndex() {
+    let flat = 0;
+    chosen.forEach((c, i) => { flat = flat * a.lead[i] + c; });
+    return flat;
+  }
+  function redraw() { for (const m of maps) m.draw(); }
+
+  a.lead.forEach((size, i) => {
+    const input = el("input", { type: "number", min: 0, max: size - 1, value: 0, "aria-label": names[i], class: "slice-axis" });
+    input.addEventListener("input", () => {
+      chosen[i] = Math.max(0, Math.min(size - 1, Math.floor(Number(input.value) || 0)));
+      redraw();
+    });
+    selectors.append(el("label", {}, `${names[i]} `, input, ` of ${size}`), "  ");
+  });
+  if (a.stored < a.lead.reduce((x, y) => x * y, 1)) {
+    selectors.append(el("span", { class: "muted" }, ` (the first ${a.stored} slices are kept in the page)`));
+  }
+
+  function map(title, key, sequential, hidden) {
+    const holder = el("div", { class: "array map", "data-map": key }, el("div", { class: "title" }, title));
+    const canvas = el("canvas", {});
+    const hover = el("div", { class: "hover" }, hidden ? "hidden until you predict this node's gradient"
+      : sequential ? "white 0 to blue 1; hover a cell to read it" : "blue < 0 < red; hover a cell to read it");
+    holder.append(canvas, hover);
+    const MARGIN = 34;
+    let geometry = null;
+    function draw() {
+      const flat = sliceIndex();
+      const slice = a.slices[flat];
+      const g = canvas.getContext("2d");
+      if (!slice) {
+        canvas.width = 220; canvas.height = 30;
+        g.fillStyle = "#6b7587"; g.font = "11px sans-serif";
+        g.fillText("this slice is not kept in the page", 4, 18);
+        geometry = null;
+        return;
+      }
+      const rows = slice.rows, cols = slice.cols;
+      const cell = Math.max(3, Math.min(30, Math.floor(240 / Math.max(rows, cols))));
+      canvas.width = MARGIN + cols * cell + 2;
+      canvas.height = MARGIN + rows * cell + 2;
+      geometry = { slice, rows, cols, cell };
+      canvas.dataset.cell = cell;  // for the tests: where a cell is
+      canvas.dataset.margin = MARGIN;
+      canvas.dataset.slice = slice.index.join(",");
+      g.clearRect(0, 0, canvas.width, canvas.height);
+      const values = slice[key];
+      const scale = sequential ? 1 : slice.d_scores_scale;
+      for (let i = 0; i < rows; i++) {
+        for (let j = 0; j < cols; j++) {
+          const k = i * cols + j, x = MARGIN + j * cell, y = MARGIN + i * cell;
+          if (slice.hidden[k] === "1") {
+            g.fillStyle = "#d5d8de";
+            g.fillRect(x, y, cell, cell);
+            if (cell >= 8) {
+              g.strokeStyle = "#8a909c";
+              g.beginPath();
+              g.moveTo(x + 2, y + 2); g.lineTo(x + cell - 2, y + cell - 2);
+              g.moveTo(x + cell - 2, y + 2); g.lineTo(x + 2, y + cell - 2);
+              g.stroke();
+            }
+          } else {
+            g.fillStyle = hidden ? "#e4e7ec" : colour(values[k], scale, sequential);
+            g.fillRect(x, y, cell, cell);
+          }
+        }
+      }
+      // axes: keys along the top, queries down the left, a label every few cells when crowded
+      g.fillStyle = "#3b4658"; g.font = "10px sans-serif";
+      g.fillText("key →", MARGIN, 10);
+      g.save(); g.translate(10, MARGIN + 34); g.rotate(-Math.PI / 2); g.fillText("query →", 0, 0); g.restore();
+      const every = Math.max(1, Math.ceil(14 / cell));
+      for (let j = 0; j < cols; j += every) {
+        const label = D.tokens && slice.block[1] === 1 && cell >= 12 ? D.tokens[j] || String(j) : String(j * slice.block[1]);
+        g.fillText(label.slice(0, 4), MARGIN + j * cell + 1, MARGIN - 4);
+      }
+      for (let i = 0; i < rows; i += every) {
+        const label = D.tokens && slice.block[0] === 1 && cell >= 12 ? D.tokens[i] || String(i) : String(i * slice.block[0]);
+        g.fillText(label.slice(0, 4), 14, MARGIN + i * cell + Math.min(cell, 12) - 2);
+      }
+    }
+    canvas.addEventListener("mousemove", (event) => {
+      if (!geometry) return;
+      const { slice, rows, cols, cell } = geometry;
+      const r = canvas.getBoundingClientRect();
+      const j = Math.floor((event.clientX - r.left - MARGIN) / cell), i = Math.floor((event.clientY - r.top - MARGIN) / cell);
+      if (i < 0 || j < 0 || i >= rows || j >= cols) return;
+      const k = i * cols + j;
+      const [fq, fk] = slice.block;
+      const query = fq === 1 ? `query ${i}${tokenOf(i)}` : `queries ${i * fq}-${(i + 1) * fq - 1}`;
+      const keyText = fk === 1 ? `key ${j}${tokenOf(j)}` : `keys ${j * fk}-${(j + 1) * fk - 1}`;
+      const masked = slice.hidden[k] === "1" ? " (masked)" : "";
+      const value = hidden ? "hidden" : fmt(slice[key][k], 6);
+      hover.textContent = `[${slice.index.concat([i, j]).join(", ")}] ${query} → ${keyText}: ${value}${masked}`
+        + (fq > 1 || fk > 1 ? " (mean of the block)" : "");
+    });
+    maps.push({ draw });
+    return holder;
+  }
+
+  pair.append(map("weights P = softmax(scores)", "weights", true, false),
+              map("dL/dscores = P (dP - rowsum(dout out))", "d_scores", false, gradHidden));
+  const pooled = a.slices.length && (a.slices[0].block[0] > 1 || a.slices[0].block[1] > 1);
+  box.append(selectors, pair);
+  if (pooled) box.append(el("div", { class: "muted" }, `T = ${a.tq}: each cell is the mean over a block of `
+    + `${a.slices[0].block[0]} x ${a.slices[0].block[1]} cells, so the whole slice fits; masked when the whole block is.`));
+  redraw();
+  return box;
+}
+
 // ---------------------------------------------------------------- the graph
 
-const NODE_W = 136, NODE_H = 46, GAP_X = 158, GAP_Y = 74;
+const GAP_Y = 86, NODE_H = 60;
 const graph = document.getElementById("graph");
 const nodeElements = {}, edgeElements = [];
 
 function nodeName(n) {
   if (n.kind === "op") return n.op;
-  return n.kind === "param" ? "parameter" : "leaf";
+  return n.kind === "param" ? "parameter" : n.kind === "const" ? "needs no gradient" : "leaf";
+}
+
+function headText(n) {
+  return n.kind === "op" ? n.op + (n.label ? ` '${n.label}'` : "") : n.label || nodeName(n);
+}
+
+function secondText(n) {
+  if (n.kind === "op") return n.module || shapeText(n.shape);
+  return nodeName(n) + " " + shapeText(n.shape);
+}
+
+// every box as wide as the longest name needs (up to a limit), so no name is cut off
+const NODE_W = Math.min(320, Math.max(136, ...D.nodes.map((n) => 7.2 * Math.max(headText(n).length, secondText(n).length) + 18)));
+const GAP_X = NODE_W + 22;
+
+function fitted(text) {
+  const room = Math.floor((NODE_W - 14) / 6.6);
+  return text.length > room ? text.slice(0, room - 1) + "…" : text;
 }
 
 function drawGraph() {
@@ -213,56 +489,53 @@ function drawGraph() {
   for (const e of D.edges) {
     const [x0, y0] = at(D.nodes[e.to]), [x1, y1] = at(D.nodes[e.from]);
     const start = y0 + NODE_H / 2, end = y1 - NODE_H / 2;
-    const path = svg("path", { class: "edge", d: `M${x0},${start} C${x0},${start + 30} ${x1},${end - 30} ${x1},${end}`,
+    const constant = D.nodes[e.from].kind === "const";
+    const path = svg("path", { class: "edge" + (constant ? " constant" : ""), d: `M${x0},${start} C${x0},${start + 30} ${x1},${end - 30} ${x1},${end}`,
                                "marker-end": "url(#arrow)" });
     graph.append(path);
     edgeElements.push([e, path]);
   }
   for (const n of D.nodes) {
     const [cx, cy] = at(n);
-    const g = svg("g", { class: `node ${n.kind}`, id: `node-${n.id}`, transform: `translate(${cx - NODE_W / 2},${cy - NODE_H / 2})` });
+    const g = svg("g", { class: `node ${n.kind}`, id: `node-${n.id}`, "data-id": n.id, transform: `translate(${cx - NODE_W / 2},${cy - NODE_H / 2})` });
     g.append(svg("rect", { width: NODE_W, height: NODE_H }));
-    const title = svg("text", { x: 8, y: 15, class: "op" });
-    // ops: "Op 'label'" over the shape; leaves: the label (or kind) over "kind shape"
-    const head = n.kind === "op" ? n.op + (n.label ? ` '${n.label}'` : "") : n.label || nodeName(n);
-    title.textContent = head.length > 21 ? head.slice(0, 20) + "…" : head;
-    const shape = svg("text", { x: 8, y: 28 });
-    shape.textContent = (n.kind === "op" || !n.label ? "" : nodeName(n) + " ") + shapeText(n.shape);
-    const norm = svg("text", { x: 8, y: 41, class: "norm" });
-    g.append(title, shape, norm);
+    const title = svg("text", { x: 8, y: 14, class: "op" });
+    title.textContent = fitted(headText(n));
+    const second = svg("text", { x: 8, y: 27, class: "second" });
+    second.textContent = fitted(secondText(n));
+    const value = svg("text", { x: 8, y: 40, class: "value" });
+    value.textContent = fitted(n.kind === "op" ? (n.value ? brief(n.value, "data") : shapeText(n.shape)) : brief(n.value, "data"));
+    const norm = svg("text", { x: 8, y: 53, class: "norm" });
+    const mark = svg("text", { x: NODE_W - 6, y: 53, "text-anchor": "end", class: "done-mark" });
+    g.append(title, second, value, norm, mark);
     if (n.check) {
-      const flag = svg("text", { x: NODE_W - 6, y: 15, "text-anchor": "end", class: "flag" });
+      const flag = svg("text", { x: NODE_W - 6, y: 14, "text-anchor": "end", class: "flag" });
       g.append(flag);
     }
     const tip = svg("title");
-    tip.textContent = head + "\n" + (n.created_at || "") + (n.check ? `\nrelative error ${fmt(n.check.relative_error, 3)}` : "");
+    tip.textContent = [headText(n), n.module ? `module ${n.module}` : null, n.created_at,
+      n.check ? `relative error ${fmt(n.check.relative_error, 3)}` : null].filter(Boolean).join("\n");
     g.append(tip);
     g.addEventListener("click", () => { if (n.id in stepOfNode) go(stepOfNode[n.id] + 1); });
     graph.append(g);
-    nodeElements[n.id] = { g, norm };
+    nodeElements[n.id] = { g, norm, mark };
   }
   if (D.checked) colourByCheck();
 }
 
-// check mode: green (tiny relative error) through yellow to red (1e-2 and above)
-function checkColour(error) {
-  const t = Math.max(0, Math.min(1, (Math.log10(Math.max(error, 1e-12)) + 10) / 8));
-  return `hsl(${Math.round(120 * (1 - t))}, 70%, 72%)`;
-}
-
+// check mode: the fill says the check alone (green passed, red failed, grey not checked); being
+// done is shown as in the other modes, by the ✓ and the outline, never by the fill.
 let worst = null;
 function colourByCheck() {
   for (const n of D.nodes) {
     if (!n.check) continue;
-    if (worst === null || n.check.relative_error > worst.check.relative_error) worst = n;
+    if (worst === null || errorOf(n) > errorOf(worst)) worst = n;
   }
   for (const n of D.nodes) {
-    if (!n.check) continue;
+    if (n.kind !== "op") continue;
     const { g } = nodeElements[n.id];
-    g.classList.add("checked");
-    g.querySelector("rect").style.fill = checkColour(n.check.relative_error);
-    if (!n.check.passed) g.classList.add("failed");
-    g.querySelector("text.flag").textContent = n === worst ? "worst" : n.check.passed ? "" : "wrong";
+    g.classList.add(!n.check ? "unchecked" : n.check.passed ? "passed" : "failed");
+    if (n.check) g.querySelector("text.flag").textContent = n === worst && !n.check.passed ? "worst" : n.check.passed ? "" : "wrong";
   }
   if (worst) nodeElements[worst.id].g.classList.add("worst");
   const banner = document.getElementById("banner");
@@ -272,36 +545,64 @@ function colourByCheck() {
   banner.append(
     failed.length ? `Check mode: ${failed.length} op(s) disagree with finite differences. The worst: `
                   : "Check mode: every op's backward agrees with finite differences. The largest error: ",
-    el("b", {}, worst.op), worst.check.created_at ? ` made at ${worst.check.created_at}` : "",
-    `, relative error ${fmt(worst.check.relative_error, 3)}.`,
-    worst.id in stepOfNode ? el("button", { onclick: () => go(stepOfNode[worst.id] + 1) }, "go to it") : "");
+    el("b", {}, worst.op), worst.module ? ` in ${worst.module}` : "", worst.check.created_at ? ` made at ${worst.check.created_at}` : "",
+    `, relative error ${fmt(worst.check.relative_error, 3)} (|analytic - numeric| / (|numeric| + atol/rtol); at most 0.001 passes).`,
+    worst.id in stepOfNode ? el("button", { onclick: () => go(stepOfNode[worst.id] + 1) }, "go to it") : "",
+    el("div", { class: "legend" }, "Fill: ", el("span", { class: "key passed" }), " passed ", el("span", { class: "key failed" }),
+       " failed ", el("span", { class: "key unchecked" }), " not checked (no input needs a gradient). ✓ and a dark outline: done."));
 }
 
-// ---------------------------------------------------------------- the panel
+function errorOf(n) {
+  return n.check.relative_error === null ? Infinity : n.check.relative_error;
+}
+
+// ---------------------------------------------------------------- predict mode
+
+// A gradient is known once every step that sends to it was answered (guessed or revealed):
+// before that, predict mode shows no number, norm or colour of it.
+function known(nodeId) {
+  if (!D.predict) return true;
+  const senders = D.nodes[nodeId].senders || [];
+  return senders.every((s) => guesses[s] !== null || !D.steps[s].predict.length);
+}
+
+function unanswered(nodeId) {
+  return (D.nodes[nodeId].senders || []).filter((s) => guesses[s] === null && D.steps[s].predict.length);
+}
 
 function predictBox(step, index) {
-  const target = step.predict;
-  const input = step.grad_inputs[target.input];
+  const target = step.predict[asked[index]];
+  const entry = step.grad_inputs[target.input];
   const where = `[${target.index.join(", ")}]`;
-  const answer = el("input", { type: "text", id: "guess", placeholder: "your value", "aria-label": "your guess" });
+  const answer = el("input", { type: "text", id: "guess", placeholder: "e.g. -4/2 or 1e-3", "aria-label": "your guess" });
+  const why = el("div", { class: "why", id: "why" });
+  const choices = el("div", { class: "choices" }, "ask about: ");
+  step.predict.forEach((t, i) => {
+    choices.append(el("button", { class: "choice" + (i === asked[index] ? " chosen" : ""), "data-input": t.input,
+      onclick: () => { asked[index] = i; render(); } }, `dL/d${t.name}`), " ");
+  });
   const box = el("div", { class: "predict" },
-    el("div", {}, `Predict: the gradient this node sends to input ${target.input} `,
-       el("b", {}, `dL/d input${target.input}${where}`), ` (shape ${shapeText(input.shape)})`),
-    el("div", { class: "muted" }, "Use grad_output and the saved arrays below; within 1% counts."),
+    step.predict.length > 1 ? choices : null,
+    el("div", {}, `Predict: the gradient this node sends to its input ${target.name} (→ ${inputName(entry)}) at `,
+       el("b", { id: "question" }, `dL/d${target.name}${where}`), ` (shape ${shapeText(entry.shape)})`),
+    el("div", { class: "muted" }, "Use grad_output, the forward values and the saved arrays; within 1% counts. "
+      + "Type a number or a sum: -4/2, 1e-3, 0.5*(1-0.25)."),
     answer, " ",
-    el("button", { id: "check-guess", onclick: () => judge(index, answer.value) }, "check"), " ",
-    el("button", { id: "reveal", onclick: () => { guesses[index] = "revealed"; render(); updateScore(); } }, "reveal"));
-  answer.addEventListener("keydown", (event) => { if (event.key === "Enter") judge(index, answer.value); });
+    el("button", { id: "check-guess", onclick: () => judge(index, answer.value, why) }, "check"), " ",
+    el("button", { id: "reveal", onclick: () => { guesses[index] = "revealed"; update(); updateScore(); } }, "reveal"),
+    why);
+  answer.addEventListener("keydown", (event) => { if (event.key === "Enter") judge(index, answer.value, why); });
   return box;
 }
 
-function judge(index, text) {
-  const guess = Number(text.trim());
-  if (text.trim() === "" || !Number.isFinite(guess)) return;
-  const value = D.steps[index].predict.value;
-  guesses[index] = Math.abs(guess - value) <= TOLERANCE * Math.abs(value) + 1e-4 ? "right" : "wrong";
-  guesses[index + "-text"] = text.trim();
-  render();
+function judge(index, text, why) {
+  const parsed = parseNumber(text);
+  if (parsed.error) { why.textContent = `Cannot read "${text.trim()}": ${parsed.error}.`; return; }
+  const value = D.steps[index].predict[asked[index]].value;
+  const right = value !== null && Math.abs(parsed.value - value) <= TOLERANCE * Math.abs(value) + 1e-4;
+  guesses[index] = right ? "right" : "wrong";
+  said[index] = `${text.trim()}` + (text.trim() === String(parsed.value) ? "" : ` = ${fmt(parsed.value, 6)}`);
+  update();
   updateScore();
 }
 
@@ -312,25 +613,42 @@ function updateScore() {
 }
 
 function hiddenAt(index) {
-  return D.predict && D.steps[index].predict && guesses[index] === null;
+  return D.predict && D.steps[index].predict.length > 0 && guesses[index] === null;
 }
 
 function inputName(entry) {
-  if (entry.to === null) return "(needs no gradient)";
   const n = D.nodes[entry.to];
+  if (n.kind === "const") return "needs no gradient";
   return n.kind === "op" ? `${n.op}${n.label ? ` '${n.label}'` : ""}` : `${nodeName(n)}${n.label ? ` '${n.label}'` : ""}`;
 }
 
+// ---------------------------------------------------------------- the panel
+
 function renderStart(panel) {
-  panel.append(el("h2", {}, "Before the first node"),
+  panel.append(el("h2", {}, "Before the first step"),
     el("p", {}, `loss = ${fmt(D.loss.data ? D.loss.data[0] : null, 6)}. Backward starts from dL/dL = 1 and visits the `
-       + `${N} nodes of the graph in the order of mt.debug.backward_steps, each after every node that sends it a gradient.`),
+       + `${N} nodes of the graph in the order of mt.debug.backward_steps, each after every node that sends it a gradient. `
+       + `Step k here is steps[k-1] in Python and line k-1 of mt.debug.trace.`),
     el("p", {}, "→ / ← step, Home / End jump; or use the buttons and the slider. Click a node to go to it."),
-    el("p", { class: "legend" }, "Boxes are ops, rounded ones leaves ", el("span", { class: "key", style: "background:#fdf8e3" }),
+    el("p", { class: "legend" }, "Boxes are ops (with the module that made them), rounded ones leaves ",
+       el("span", { class: "key", style: "background:#fdf8e3" }),
        " and parameters ", el("span", { class: "key", style: "background:#fcefd9;border-style:dashed" }),
-       ". Arrows point the way gradients flow. Done nodes turn green and show the norm of the gradient they received."));
-  if (D.predict) panel.append(el("p", { class: "predict" }, "Predict mode: at each node, compute one element of a gradient "
-    + "before you see it. Your score is at the top right."));
+       "; greyed ", el("span", { class: "key", style: "background:#f0f1f3;border-style:dotted" }),
+       " inputs that need no gradient. Each box shows its forward value (data) and, once it has it, its gradient. "
+       + "Arrows point the way gradients flow. A done node gets a ✓"
+       + (D.checked ? " and a dark outline (the fill is the check's result)." : " and turns green.")));
+  if (D.predict) panel.append(el("p", { class: "predict" }, "Predict mode: at each node, compute one element of the gradient "
+    + "it sends to an input (pick which) before you see it. No gradient is shown before you predicted or revealed every "
+    + "step that makes it. Your score is at the top right."));
+}
+
+function hiddenGradOutput(index, node) {
+  const missing = unanswered(node.id);
+  return el("div", { class: "array muted hidden-grad", id: "hidden-grad-output" },
+    `grad_output: hidden: it is what step${missing.length > 1 ? "s" : ""} ${missing.map((s) => s + 1).join(", ")} `
+    + "send here; predict those first, or ",
+    el("button", { id: "reveal-earlier", onclick: () => { for (const s of missing) guesses[s] = "revealed"; update(); updateScore(); } },
+       "reveal them"));
 }
 
 function render() {
@@ -338,10 +656,13 @@ function render() {
   panel.replaceChildren();
   if (position === 0) { renderStart(panel); return; }
   const index = position - 1, step = D.steps[index], node = D.nodes[step.node];
-  panel.append(el("h2", {}, `#${index} ${step.op}`, step.label ? el("span", { class: "label" }, ` '${step.label}'`) : null));
+  panel.append(el("h2", {}, `step ${index + 1} of ${N}: `, el("span", { class: "op-name" }, step.op),
+                  step.label ? el("span", { class: "label" }, ` '${step.label}'`) : null));
+  if (step.module) panel.append(el("div", { class: "module" }, `module ${step.module}` + (node.module_class ? ` (${node.module_class})` : "")));
   panel.append(step.created_at ? el("div", { class: "where" }, step.created_at)
     : el("div", { class: "muted" }, "where it was made: not recorded (a node made by a custom tool outside minitensor's ops)"));
-  panel.append(el("div", { class: "muted" }, `output shape ${shapeText(node.shape)}`));
+  panel.append(el("div", { class: "muted" }, `output shape ${shapeText(node.shape)}; inputs `
+    + step.grad_inputs.map((e) => `${e.name} ${shapeText(e.shape)}`).join(", ") + `; steps[${index}] in Python`));
   if (node.check) {
     const c = node.check;
     panel.append(el("h3", {}, "gradcheck of this op alone"),
@@ -349,31 +670,34 @@ function render() {
          `  relative error ${fmt(c.relative_error, 3)}`),
       c.report ? el("div", { class: "report" }, c.report) : "");
   }
-  panel.append(el("h3", {}, "grad_output: dL/d(this node's output)"), arrayView("grad_output", step.grad_output));
+  const outputKnown = known(node.id);
   if (step.attention) {
-    const a = step.attention;
-    panel.append(el("h3", {}, "attention: weights and dL/dscores (T x T per head; × = masked)"),
-      el("div", { class: "heat-pair attention" },
-        arrayView("weights P = softmax(scores)", a.weights, { sequential: true, hidden: a.hidden, cell: 30, width: 220 }),
-        arrayView("dL/dscores = P (dP - rowsum(dout out))", a.d_scores, { hidden: a.hidden, cell: 30, width: 220 })));
+    panel.append(el("h3", {}, "attention: weights and dL/dscores, one slice at a time (× = masked)"),
+                 shapeExplained(step, node), attentionMaps(step, node, hiddenAt(index) || !outputKnown));
   }
+  if (node.value) panel.append(el("h3", {}, "forward value of this node's output"), arrayView("data", node.value));
+  panel.append(el("h3", {}, "grad_output: dL/d(this node's output)"));
+  panel.append(outputKnown ? arrayView("grad_output", step.grad_output) : hiddenGradOutput(index, node));
   const hidden = hiddenAt(index);
   panel.append(el("h3", {}, "grad_inputs: what it sends to each input"));
-  if (D.predict && step.predict) {
-    if (hidden) panel.append(predictBox(step, index));
+  if (D.predict && step.predict.length) {
+    if (hidden) panel.append(outputKnown ? predictBox(step, index)
+      : el("div", { class: "predict muted" }, "To predict here you need grad_output: answer or reveal the steps above first."));
     else {
       const verdict = guesses[index];
-      const said = guesses[index + "-text"];
-      panel.append(el("div", { class: `verdict ${verdict}` }, verdict === "right" ? `Right: ${said} is within 1% of ${fmt(step.predict.value, 6)}.`
-        : verdict === "wrong" ? `Not quite: ${said}, but the value is ${fmt(step.predict.value, 6)}.`
-        : `Revealed: the value is ${fmt(step.predict.value, 6)}.`));
+      const target = step.predict[asked[index]];
+      const value = fmt(target.value, 6);
+      const q = `dL/d${target.name}[${target.index.join(", ")}]`;
+      panel.append(el("div", { class: `verdict ${verdict}` }, verdict === "right" ? `Right: ${said[index]} is within 1% of ${q} = ${value}.`
+        : verdict === "wrong" ? `Not quite: you said ${said[index]}, but ${q} = ${value}.`
+        : `Revealed: ${q} = ${value}.`));
     }
   }
   step.grad_inputs.forEach((entry, i) => {
-    const title = `input ${i} → ${inputName(entry)}`;
-    if (!entry.grad) { panel.append(el("div", { class: "array muted" }, `${title}: no gradient (None)`)); return; }
+    const title = `${entry.name} → ${inputName(entry)}`;
+    if (!entry.grad) { panel.append(el("div", { class: "array muted no-grad" }, `${title}: no gradient (None): it needs none`)); return; }
     if (hidden) { panel.append(el("div", { class: "array muted hidden-grad" }, `${title}: hidden until you predict`)); return; }
-    const box = arrayView(title, entry.grad);
+    const box = arrayView(`dL/d${title}`, entry.grad);
     if (entry.summed_axes) {
       box.insertBefore(el("div", { class: "summed" }, `unbroadcast: summed axes (${entry.summed_axes.join(", ")}): `
         + `${shapeText(entry.raw_shape)} → ${shapeText(entry.grad.shape)}`), box.children[2] || null);
@@ -384,7 +708,7 @@ function render() {
   });
   if (step.saved.length) {
     panel.append(el("h3", {}, "saved for backward"));
-    step.saved.forEach((rec, i) => panel.append(arrayView(`saved[${i}]`, rec)));
+    step.saved.forEach((rec) => panel.append(arrayView(rec.name, rec)));
   } else panel.append(el("h3", {}, "saved for backward: nothing"));
 }
 
@@ -393,14 +717,15 @@ function render() {
 function update() {
   const current = position - 1;
   for (const n of D.nodes) {
-    const { g, norm } = nodeElements[n.id];
+    const { g, norm, mark } = nodeElements[n.id];
     const doneAt = n.done_at === undefined ? Infinity : n.done_at;
     const ownStep = stepOfNode[n.id];
     const done = n.kind === "op" ? ownStep !== undefined && ownStep < current : doneAt <= current;
     g.classList.toggle("done", done);
     g.classList.toggle("current", ownStep === current);
+    mark.textContent = done ? "✓" : "";
     const received = n.kind === "op" ? ownStep !== undefined && ownStep <= current : done;
-    norm.textContent = received && n.grad_norm !== undefined ? `|grad| ${fmt(n.grad_norm, 4)}` : "";
+    norm.textContent = !received || n.grad === undefined ? "" : known(n.id) ? fitted(brief(n.grad, "grad")) : "grad ?";
   }
   const active = current >= 0 ? D.steps[current].node : null;
   for (const [e, path] of edgeElements) {
@@ -445,6 +770,7 @@ document.addEventListener("keydown", (event) => {
   if (event.key in moves) { event.preventDefault(); go(moves[event.key]); }
 });
 
+if (D.checked) document.body.classList.add("check-mode");
 drawGraph();
 updateScore();
 update();

@@ -89,7 +89,7 @@ def _extreme_forward(ctx, x, axis, keepdims, op):
         word = "maximum" if op == "max" else "minimum"
         raise ValueError(f"{op}: the {word} over an empty axis is undefined (shape {x.shape}, axis {axis})")
     y = x.max(axis=axes, keepdims=True) if op == "max" else x.min(axis=axes, keepdims=True)
-    ctx.save_for_backward(x == y)  # where the extreme value sits (several places on a tie)
+    ctx.save_for_backward(at_extreme=x == y)  # where the extreme value sits (several places on a tie)
     ctx.axes, ctx.keepdims = axes, keepdims
     return y if keepdims else np.squeeze(y, axis=axes)
 

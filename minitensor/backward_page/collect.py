@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import debug
 from ..autograd import Context, summed_axes, topological_order
+from ..backends import numpy_backend
 from ..backends.numpy_backend import default_scale
 from ..nn.module import Parameter
 
@@ -189,14 +190,17 @@ def attention_view(step, max_elements):
             scores = scores + mask
             hidden |= np.isneginf(mask)
     if node.is_causal:
+        # The cells the causal rule hides, as the reference backend applies it: with every score
+        # equal, each visible key gets the same weight and each hidden one none.
         tq, tk = scores.shape[-2:]
-        hidden |= np.arange(tk)[None, :] > np.arange(tq)[:, None] + (tk - tq)
+        uniform, _ = numpy_backend.attention(np.zeros((tq, 1)), np.zeros((tk, 1)), np.eye(tk), None, 1.0, True)
+        hidden |= uniform == 0
     scores = np.where(hidden, -np.inf, scores)
     visible = row_sum != 0  # a fully hidden row has no weights
     weights = np.where(visible, np.exp(scores - np.where(visible, row_max, 0)) / np.where(visible, row_sum, 1), 0.0)
     grad_out = np.asarray(step.grad_output, dtype=np.float64)
     d_weights = np.matmul(grad_out, np.swapaxes(v, -1, -2))
-    d_scores = weights * (d_weights - (grad_out * out).sum(axis=-1, keepdims=True))
+    d_scores = numpy_backend.softmax_backward(weights, d_weights, -1)  # the scores' softmax, backward
     lead = weights.shape[:-2]
     tq, tk = weights.shape[-2:]
     hidden = np.broadcast_to(hidden, weights.shape)

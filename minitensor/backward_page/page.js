@@ -433,7 +433,7 @@ function attentionMaps(step, node, gradHidden) {
   }
 
   pair.append(map("weights P = softmax(scores)", "weights", true, false),
-              map("dL/dscores = P (dP - rowsum(dout out))", "d_scores", false, gradHidden));
+              map("dL/dscores (S: the scaled, masked scores)", "d_scores", false, gradHidden));
   const pooled = a.slices.length && (a.slices[0].block[0] > 1 || a.slices[0].block[1] > 1);
   box.append(selectors, pair);
   if (pooled) box.append(el("div", { class: "muted" }, `T = ${a.tq}: each cell is the mean over a block of `

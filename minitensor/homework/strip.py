@@ -125,7 +125,6 @@ NOT_IN_STUDENT_COPY = [
     "demos/figures/multihead.png",
     "demos/figures/causal_self_attention.png",
     "demos/figures/kv_cache.png",
-    "docs/backward_page.png",  # a screenshot whose panel title is the attention backward's dS formula
 ]
 
 

@@ -404,6 +404,15 @@ def test_a_gradescope_autograder_run_writes_a_valid_results_file(hidden, tmp_pat
     assert _snapshot(ROOT) == before
 
 
+def test_the_readmes_hidden_test_grades_as_shown(tmp_path, worker_python):
+    readme = (ROOT / "README.md").read_text()
+    example = next(block for block in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "probe_cache_length" in block)
+    (tmp_path / "hidden").mkdir()
+    (tmp_path / "hidden" / "test_readme_example.py").write_text(example)
+    ok, rows, table = grade(ROOT, tasks=["kv_cache"], extra=tmp_path / "hidden", python=worker_python, verbose=True)
+    assert ok and rows[0].total == 2 and rows[0].passed == 2, table
+
+
 def test_a_full_pass_reads_public_tests_passed_when_hidden_tests_exist():
     solved_rows = [homework.Row("kv_cache", 1, 1, 10.0, "passed")]
     assert homework._summary(solved_rows, {"tests": {}}, hidden_exist=True) == "public tests passed"

@@ -496,7 +496,7 @@ def worker_python(tmp_path_factory):
     shutil.rmtree(folder.parent, ignore_errors=True)
 
 
-CHEAT_TASKS = ["topological_order", "elementwise_backward", "softmax_backward", "demo_multihead"]
+CHEAT_TASKS = ["topological_order", "softmax_backward", "demo_multihead"]  # one solved, two where cheats aim
 
 CHEATS = {
     # the grader's own pytest, made to pass every test, from the package's __init__
@@ -597,10 +597,10 @@ def _plant(copy, name):
 
 @pytest.fixture(scope="module")
 def cheat_base(tmp_path_factory, worker_python):
-    """A copy with the first two tasks solved, and what it earns on four tasks."""
-    copy = homework.strip(tmp_path_factory.mktemp("base") / "student", keep=CHEAT_TASKS[:2])
+    """A copy with the first task solved, and what it earns on three tasks."""
+    copy = homework.strip(tmp_path_factory.mktemp("base") / "student", keep=CHEAT_TASKS[:1])
     ok, rows, table = grade(copy, tasks=CHEAT_TASKS, python=worker_python, require_user=os.geteuid() == 0)
-    assert [row.points for row in rows] == [10.0, 10.0, 0.0, 0.0], table
+    assert [row.points for row in rows] == [10.0, 0.0, 0.0], table
     return copy, rows
 
 

@@ -34,7 +34,7 @@ class _Recurrent(Module):
         outputs = []
         # Transposed once, not at every step: each transpose is a node of the graph, and a GRU
         # step's cost is its number of nodes (the arrays are small).
-        weight_ih, weight_hh = self.weight_ih_l0.T, self.weight_hh_l0.T  # (input_size, gates*hidden), (hidden, gates*hidden)
+        weight_ih, weight_hh = self.weight_ih_l0.T, self.weight_hh_l0.T  # (in, gates*hidden), (hidden, gates*hidden)
         for t in range(T):
             # One step's input projection at a time: projecting all T steps at once and slicing
             # would send a full (B, T, gates*hidden) gradient back through every one of T slices.

@@ -57,7 +57,9 @@ class _Recurrent(Module):
 class RNN(_Recurrent):
     """h_t = tanh(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)."""
 
-    def cell(self, input_part, h, weight_hh):
+    def cell(self, input_part, h, weight_hh=None):
+        """One step: input_part = W_ih x_t + b_ih; weight_hh = W_hh.T when the caller made it once."""
+        weight_hh = self.weight_hh_l0.T if weight_hh is None else weight_hh
         return (input_part + h @ weight_hh + self.bias_hh_l0).tanh()
 
 
@@ -69,7 +71,9 @@ class GRU(_Recurrent):
 
     gates = 3
 
-    def cell(self, input_part, h, weight_hh):
+    def cell(self, input_part, h, weight_hh=None):
+        """One step: input_part = W_ih x_t + b_ih; weight_hh = W_hh.T when the caller made it once."""
+        weight_hh = self.weight_hh_l0.T if weight_hh is None else weight_hh
         H = self.hidden_size
         hidden_part = h @ weight_hh + self.bias_hh_l0  # (B, 3H)
         gates = (input_part[:, : 2 * H] + hidden_part[:, : 2 * H]).sigmoid()  # r and z in one op: (B, 2H)

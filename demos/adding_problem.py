@@ -40,13 +40,13 @@ LENGTH = 100
 LR = 1e-3
 FULL_GRU = False  # True: train the GRU the chapter's 1,500 steps instead of stopping when it leaves the plateau
 SEED = {  # the chapter's numbers (seed 000, the figure's caption)
-    "transformer at step 200": 0.001,
+    "transformer reaches 0.001 at step": 200,
     "transformer after step 200 (median)": 2e-4,
     "GRU leaves the plateau (below 0.1) at step": 1050,
     "GRU at step 1,500": 0.009,
 }
 WHY = {  # printed beside a number more than a factor of 2 from the chapter's
-    "transformer at step 200": "the chapter's learning rate is not in the seeds; ours is PyTorch's default",
+    "transformer reaches 0.001 at step": "the chapter's learning rate is not in the seeds; ours is PyTorch's default",
     "transformer after step 200 (median)": "the level it fluctuates around is set by the learning rate, not in the seeds",
     "GRU leaves the plateau (below 0.1) at step": "when a GRU leaves the plateau varies by hundreds of steps with the seed",
     "GRU at step 1,500": "it depends on when the GRU left its plateau, which varies by hundreds of steps with the seed",
@@ -125,7 +125,7 @@ def at_step(curve, step):
 transformer, gru, rnn = curves["transformer"], curves["GRU"], curves["RNN"]
 after_200 = transformer[transformer[:, 0] > 200, 1]
 ours = {
-    "transformer at step 200": at_step(transformer, 200),
+    "transformer reaches 0.001 at step": first_step_below(transformer, 0.001),
     "transformer after step 200 (median)": float(np.median(after_200)) if len(after_200) else None,
     "GRU leaves the plateau (below 0.1) at step": first_step_below(gru, 0.1),
     "GRU at step 1,500": at_step(gru, 1500),
@@ -145,8 +145,9 @@ if not QUICK:
     checks("the transformer is below 0.01 long before the GRU leaves its plateau",
            2 * (first_step_below(transformer, 0.01) or 10**9) < (first_step_below(gru, 0.1) or 10**9))
     checks("the vanilla RNN is still on the plateau when the GRU has left it", rnn[-1, 1] > 0.1)
-    checks("the transformer at step 200 within a factor of 2 of the chapter's 0.001",
-           0.0005 <= ours["transformer at step 200"] <= 0.002)
+    print(f"transformer at step 200: {at_step(transformer, 200):.4f} (chapter: 0.001 by step 200)")
+    checks("the transformer reaches 0.001 within a factor of 2 of the chapter's step 200",
+           ours["transformer reaches 0.001 at step"] is not None and 100 <= ours["transformer reaches 0.001 at step"] <= 400)
     checks("the GRU leaves its plateau within a factor of 2 of the chapter's step 1,050",
            ours["GRU leaves the plateau (below 0.1) at step"] is not None
            and 525 <= ours["GRU leaves the plateau (below 0.1) at step"] <= 2100)

@@ -140,12 +140,12 @@ if not QUICK:
             continue
         factor = max(mine, chapter) / min(mine, chapter)
         print(f"{label:40}{mine:>10.4g}{chapter:>10g}{factor:>8.1f}x" + ("" if factor <= 2 else f"   {WHY[label]}"))
+    print(f"transformer at step 200: {at_step(transformer, 200):.2g} (chapter: 0.001 by step 200)")
     print(f"RNN at step {int(rnn[-1, 0])}, when the GRU had left its plateau: {rnn[-1, 1]:.4f} (chapter: never leaves it)")
     checks("the transformer solves it (test MSE below 0.01 from step 200 on)", transformer[transformer[:, 0] >= 200, 1].max() < 0.01)
     checks("the transformer is below 0.01 long before the GRU leaves its plateau",
            2 * (first_step_below(transformer, 0.01) or 10**9) < (first_step_below(gru, 0.1) or 10**9))
     checks("the vanilla RNN is still on the plateau when the GRU has left it", rnn[-1, 1] > 0.1)
-    print(f"transformer at step 200: {at_step(transformer, 200):.4f} (chapter: 0.001 by step 200)")
     checks("the transformer reaches 0.001 within a factor of 2 of the chapter's step 200",
            ours["transformer reaches 0.001 at step"] is not None and 100 <= ours["transformer reaches 0.001 at step"] <= 400)
     checks("the GRU leaves its plateau within a factor of 2 of the chapter's step 1,050",
@@ -168,9 +168,14 @@ print("share of each head's weight on the two marked positions:", ", ".join(f"{s
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5), layout="constrained")
 for name, curve in curves.items():
-    left.plot(curve[:, 0], curve[:, 1], label=f"{name} ({counts[name]:,} parameters)")
+    line, = left.plot(curve[:, 0], curve[:, 1], label=f"{name} ({counts[name]:,} parameters), stopped at step {int(curve[-1, 0])}")
+    left.plot(curve[-1, 0], curve[-1, 1], "o", color=line.get_color())
 left.axhline(PLATEAU, color="gray", ls="--", label="plateau 1/6 (predict the mean)")
-left.set(yscale="log", xlabel="training step", ylabel="test MSE", title="the adding problem, length 100")
+chapter_points = [(SEED["transformer reaches 0.001 at step"], 0.001), (SEED["GRU leaves the plateau (below 0.1) at step"], 0.1),
+                  (1500, SEED["GRU at step 1,500"])]
+left.plot(*zip(*chapter_points), "kx", ms=8, mew=2, label="the chapter's numbers (transformer 0.001 by step 200; GRU)")
+left.set(yscale="log", xlabel="training step", ylabel="test MSE",
+         title="the adding problem, length 100: each run stopped once the comparison was settled")
 left.legend(fontsize=8)
 for head in range(readout.shape[0]):
     right.plot(np.arange(1, LENGTH + 1), readout[head] + 0 * head, label=f"head {head + 1} ({share[head]:.0%} on the marks)")

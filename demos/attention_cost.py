@@ -95,8 +95,10 @@ ax.plot(lengths, weight_ms, "o-", label="projections + MLP")
 ax.plot(lengths, attention_ms, "s-", label="scores + weighted sum")
 lengths_a = np.array(lengths, dtype=float)
 rate = (weight_operations(lengths_a, D) / np.array(weight_ms)).max()  # the best measured operations per ms
-ax.plot(lengths, weight_operations(lengths_a, D) / rate, "--", color="tab:blue", alpha=0.5, label="counts at that rate")
-ax.plot(lengths, attention_operations(lengths_a, D) / rate, "--", color="tab:orange", alpha=0.5)
+ax.plot(lengths, weight_operations(lengths_a, D) / rate, "--", color="tab:blue", alpha=0.5,
+        label="projections + MLP: counted operations at the best measured rate")
+ax.plot(lengths, attention_operations(lengths_a, D) / rate, "--", color="tab:orange", alpha=0.5,
+        label="scores + weighted sum: counted operations at that rate")
 ax.axvline(6 * D, color="gray", ls=":", label="T = 6d")
 ax.set(xscale="log", yscale="log", xlabel="sequence length T", ylabel="ms (forward, one layer, d = 64)", title="forward cost: weights vs attention")
 ax.legend(fontsize=8)

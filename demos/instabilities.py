@@ -3,7 +3,8 @@
 #
 # A small GPT (2 layers, width 64) trained with AdamW at a high learning rate (1e-2) on a
 # synthetic language (a random Markov chain). Without QK-norm the largest attention logit grows
-# about twentyfold in 400 steps; normalising queries and keys (QK-norm) keeps it near 10. The
+# between ten- and twentyfold in 400 steps (the run prints its own factor and checks 10x to 40x);
+# normalising queries and keys (QK-norm) keeps it near 10. The
 # output log-normaliser log Z drifts upward as the model grows confident; a z-loss
 # c (log Z)^2 holds it near 0. Wortsman et al. use c = 1e-4 over long runs; over our 400 steps
 # that does nothing visible (log Z 5.79 against 5.82), so we show c = 1e-2.
@@ -94,8 +95,11 @@ runs = {
 for name, h in runs.items():
     print(f"{name:12}: largest attention logit {h[0, 1]:6.1f} -> {h[-1, 1]:6.1f}; mean log Z {h[0, 2]:6.2f} -> {h[-1, 2]:6.2f}; loss {h[-1, 3]:.3f}")
 base, qk, z = runs["baseline"], runs["QK-norm"], runs["z-loss 1e-2"]
+growth = base[-1, 1] / base[0, 1]
+print(f"without QK-norm the largest attention logit grew {growth:.1f}x in {steps} steps; "
+      f"with QK-norm its largest value was {qk[:, 1].max():.1f}")
 if not QUICK:
-    checks("without QK-norm the largest attention logit grows (more than 5x)", base[-1, 1] > 5 * base[0, 1])
+    checks("without QK-norm the largest attention logit grows between 10x and 40x", 10 < growth < 40)
     checks("with QK-norm it stays bounded (well below the baseline's)", qk[:, 1].max() < base[-1, 1] / 2)
     checks("z-loss keeps log Z nearer 0 than without it", abs(z[-1, 2]) < abs(base[-1, 2]) / 2)
 else:

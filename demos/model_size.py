@@ -58,13 +58,16 @@ checks("logits shape (1, 8, 50257)", logits.shape == (1, 8, 50257))
 # Operations per token: 2N for N non-embedding weights (+ the output layer, + attention)
 
 # %%
-N = L * 12 * d * d  # the weights the matrix products use in the blocks
+N = L * 12 * d * d  # the seed's N: the non-embedding weights, those the blocks' matrix products use
 per_token = counter.flops / T
-print(f"counted matrix-product operations per token: {per_token / 1e6:.1f} M = 2N = {2 * N / 1e6:.1f} M for the blocks "
-      f"+ {2 * d * V / 1e6:.1f} M for the output layer")
+blocks, output_layer = 2 * N, 2 * d * V
+print(f"N = 12 L d^2 = {N / 1e6:.1f} M non-embedding weights (the seed's N throughout)")
+print(f"counted matrix-product operations per token: {per_token / 1e6:.1f} M = 2N ({blocks / 1e6:.1f} M, the blocks) "
+      f"+ 2dV ({output_layer / 1e6:.1f} M, the output layer, tied to the token embedding)")
 print(f"(the fused attention kernel adds about 2LTd = {2 * L * T * d / 1e6:.2f} M per token with a causal mask over T = {T})")
-print(f"training costs about 3x the forward pass: 6N = {6 * N / 1e6:.0f} M operations per token")
-checks("a forward pass costs 2N per token in the blocks (+ 2dV in the output layer)", per_token == 2 * N + 2 * d * V)
+print(f"training costs about 3x the forward pass: 6N = {6 * N / 1e6:.0f} M per token for the blocks, "
+      f"{3 * per_token / 1e6:.0f} M with the output layer")
+checks("a forward pass costs 2N per token in the blocks (+ 2dV in the output layer)", per_token == blocks + output_layer)
 
 # %% [markdown]
 # Where the parameters are

@@ -71,6 +71,7 @@ fig, axes = plt.subplots(1, h, figsize=(13, 3.4))
 for head, ax in enumerate(axes):
     image = ax.imshow(weights.data[0, head], cmap="viridis", vmin=0, vmax=1)
     ax.set(title=f"head {head + 1}", xlabel="key", ylabel="query" if head == 0 else "")
-fig.colorbar(image, ax=axes, fraction=0.02)
-fig.suptitle("each head's causal attention weights (one sequence): four different mixing patterns", y=1.02)
+fig.colorbar(image, ax=axes, fraction=0.02, label="attention weight (each row sums to 1)")
+fig.suptitle(f"each head's causal attention weights on one sequence, with random (untrained) projections: "
+             f"{h} heads, {h} patterns, some alike", y=1.02)
 save(fig, "multihead")

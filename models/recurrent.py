@@ -32,11 +32,14 @@ class _Recurrent(Module):
         B, T, _ = x.shape
         h = mt.zeros(B, self.hidden_size, dtype=x.dtype) if h0 is None else h0.reshape(B, self.hidden_size)
         outputs = []
+        # Transposed once, not at every step: each transpose is a node of the graph, and a GRU
+        # step's cost is its number of nodes (the arrays are small).
+        weight_ih, weight_hh = self.weight_ih_l0.T, self.weight_hh_l0.T  # (in, gates*hidden), (hidden, gates*hidden)
         for t in range(T):
             # One step's input projection at a time: projecting all T steps at once and slicing
             # would send a full (B, T, gates*hidden) gradient back through every one of T slices.
-            input_part = x[:, t] @ self.weight_ih_l0.T + self.bias_ih_l0  # (B, gates*hidden)
-            h = self.cell(input_part, h)
+            input_part = x[:, t] @ weight_ih + self.bias_ih_l0  # (B, gates*hidden)
+            h = self.cell(input_part, h, weight_hh)
             outputs.append(h)
         return mt.stack(outputs, axis=1), h.unsqueeze(0)
 
@@ -54,8 +57,10 @@ class _Recurrent(Module):
 class RNN(_Recurrent):
     """h_t = tanh(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)."""
 
-    def cell(self, input_part, h):
-        return (input_part + h @ self.weight_hh_l0.T + self.bias_hh_l0).tanh()
+    def cell(self, input_part, h, weight_hh=None):
+        """One step: input_part = W_ih x_t + b_ih; weight_hh = W_hh.T when the caller made it once."""
+        weight_hh = self.weight_hh_l0.T if weight_hh is None else weight_hh
+        return (input_part + h @ weight_hh + self.bias_hh_l0).tanh()
 
 
 class GRU(_Recurrent):
@@ -66,13 +71,15 @@ class GRU(_Recurrent):
 
     gates = 3
 
-    def cell(self, input_part, h):
+    def cell(self, input_part, h, weight_hh=None):
+        """One step: input_part = W_ih x_t + b_ih; weight_hh = W_hh.T when the caller made it once."""
+        weight_hh = self.weight_hh_l0.T if weight_hh is None else weight_hh
         H = self.hidden_size
-        hidden_part = h @ self.weight_hh_l0.T + self.bias_hh_l0  # (B, 3H)
-        r = (input_part[:, :H] + hidden_part[:, :H]).sigmoid()
-        z = (input_part[:, H : 2 * H] + hidden_part[:, H : 2 * H]).sigmoid()
+        hidden_part = h @ weight_hh + self.bias_hh_l0  # (B, 3H)
+        gates = (input_part[:, : 2 * H] + hidden_part[:, : 2 * H]).sigmoid()  # r and z in one op: (B, 2H)
+        r, z = gates[:, :H], gates[:, H:]
         n = (input_part[:, 2 * H :] + r * hidden_part[:, 2 * H :]).tanh()
-        return (1 - z) * n + z * h
+        return n + z * (h - n)  # = (1 - z) * n + z * h, in three ops instead of four
 
 
 class RecurrentRegressor(Module):

@@ -6,12 +6,14 @@ from tqdm import tqdm
 import minitensor as mt
 
 
-def train(model, loss_of, next_batch, steps, lr=3e-3, max_norm=1.0, evaluate=None, every=25, desc="training"):
+def train(model, loss_of, next_batch, steps, lr=3e-3, max_norm=1.0, evaluate=None, every=25, desc="training",
+          stop=None):
     """Train `model` for `steps` steps; return (the last training loss, the evaluation curve).
 
     next_batch() -> a batch; loss_of(batch) -> the scalar loss Tensor of `model` on it.
     evaluate() -> a number, computed without recording a graph at step 0, every `every` steps
     and after the last step; the curve is a list of (step, value), empty without `evaluate`.
+    stop(curve) -> True ends training early, asked after each evaluation.
     """
     opt = mt.optim.Adam(model.parameters(), lr=lr)
     curve, loss = [], None
@@ -19,6 +21,8 @@ def train(model, loss_of, next_batch, steps, lr=3e-3, max_norm=1.0, evaluate=Non
         if evaluate is not None and (step % every == 0 or step == steps):
             with mt.no_grad():
                 curve.append((step, float(evaluate())))
+            if stop is not None and stop(curve):
+                break
         if step == steps:
             break
         loss = loss_of(next_batch())

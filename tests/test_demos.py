@@ -8,6 +8,7 @@ each notebook gets a first cell that points the check record at its own file."""
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -58,6 +59,11 @@ def test_the_demo_notebook_runs_and_every_check_is_true(name, kernel, tmp_path):
     for label in checks:
         assert f"{label}: True" in printed  # printed the seed's way, in the notebook's outputs
     assert figure and pathlib.Path(figure).stat().st_size > 10_000
+    assert pathlib.Path(figure).parent == ROOT / "out" / "quick"  # run output, outside what git tracks
+    shown = [output["data"].get("text/plain", "") for cell in notebook.cells for output in cell.get("outputs", [])
+             if output.get("output_type") == "execute_result"]
+    stray = [text for text in shown if text in ("True", "False") or text.startswith(("PosixPath", "None"))]
+    assert not stray, f"{name}: stray cell outputs {stray}"
     assert any(output.get("output_type") == "display_data" for cell in notebook.cells for output in cell.get("outputs", []))
 
 
@@ -68,6 +74,22 @@ def test_a_demo_runs_as_a_script_and_the_runner_sums_up_its_checks():
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(r"stacking\s+2/2 ", result.stdout) and re.search(r"scaling\s+6/6 ", result.stdout)
     assert "all 8 checks passed" in result.stdout and "demos:" in result.stderr  # the progress bar
+    assert re.search(r"total time: \d+ min \d\d s for 2 demos \(quick\)", result.stdout)
+
+
+@pytest.mark.parametrize("quick", ["0", "1"])
+def test_a_run_writes_its_figures_where_git_ignores_them(quick):
+    """`make demo` must leave `git status` clean: a run's figures go to the ignored out/ folder, never
+    over the reference figures in demos/figures/ that the README shows."""
+    code = "from demos._common import FIGURES, REFERENCE_FIGURES; print(FIGURES); print(REFERENCE_FIGURES)"
+    env = dict(os.environ, MINITENSOR_QUICK=quick, PYTHONPATH=str(ROOT))
+    figures, reference = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                        check=True).stdout.split()
+    assert figures != reference and pathlib.Path(reference) == ROOT / "demos" / "figures"
+    if shutil.which("git") and (ROOT / ".git").exists():
+        for name in demos.DEMOS:
+            ignored = subprocess.run(["git", "check-ignore", "-q", str(pathlib.Path(figures) / f"{name}.png")], cwd=ROOT)
+            assert ignored.returncode == 0, f"{figures}/{name}.png is not ignored by git"
 
 
 def test_the_runner_reports_a_demo_that_stops_with_an_error(tmp_path, monkeypatch):
@@ -86,3 +108,18 @@ def test_runner_lists_and_rejects(capsys):
     with pytest.raises(SystemExit):
         main(["no_such_demo"])
     assert "unknown demo" in capsys.readouterr().err
+
+
+def test_an_attention_memory_point_counts_the_kernel_not_the_compiler(tmp_path):
+    """efficient_attention measures each point in a fresh process. With an empty Numba cache the
+    fused kernel compiles there; the warm-up must take every path the measurement uses (beyond
+    SHORT_KEYS keys the tiled one), or the compiler's memory is reported as the kernel's: tens of
+    MB, where the kernel's output is 4 MB at this length."""
+    from minitensor.backends.numba_backend import SHORT_KEYS
+
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    code = f"from demos._attention_memory import measure; print(*measure('fused (numba)', {SHORT_KEYS + 64}, repeats=1))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600, check=True).stdout
+    seconds, memory = map(float, out.split())
+    assert list(tmp_path.iterdir()), "the kernels were compiled into the empty cache"
+    assert memory < 15, f"peak extra memory {memory:.1f} MB at T = {SHORT_KEYS + 64}: the compiler's, not the kernel's"

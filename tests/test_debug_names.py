@@ -424,10 +424,12 @@ def test_the_readme_trace_excerpt_is_what_trace_prints(capsys, monkeypatch):
     blocks = re.findall(r"^```(\w*)\n(.*?)^```$", readme, flags=re.S | re.M)
     excerpt = next(body for lang, body in blocks if body.startswith("  14 Attention"))
     snippet = next(body for lang, body in blocks if lang == "python" and "backward_steps" in body)
-    head = snippet.splitlines()[:9]  # the imports, the block and x, as the README's snippet makes them
-    source = "\n".join(head + ["if True:", "    loss = block(x, is_causal=True).sum()"])  # line 11, as there
+    at = next(i for i, line in enumerate(snippet.splitlines()) if "loss = block(x, is_causal=True).sum()" in line)
+    head = snippet.splitlines()[: at - 1]  # the imports, the block and x, as the README's snippet makes them
+    source = "\n".join(head + ["if True:", "    loss = block(x, is_causal=True).sum()"])  # on its line there
+    assert f"README.md:{at + 1}: loss = block(x, is_causal=True).sum()" in excerpt
     scope = {}
-    # the tools quote the snippet's own line 11 (loss = ...), as when the snippet runs from a file
+    # the tools quote the snippet's own line (loss = ...), as when the snippet runs from a file
     lines = [line + "\n" for line in snippet.splitlines()]
     monkeypatch.setitem(linecache.cache, "README.md", (len(snippet), None, lines, "README.md"))
     exec(compile(source, "README.md", "exec"), scope)

@@ -530,7 +530,8 @@ CHEATS = {
         "import os\n"
         "def _loot():\n"
         "    found = []\n"
-        "    for folder, _, names in os.walk('/tmp'):\n"
+        "    for folder, folders, names in os.walk('/tmp'):\n"
+        "        folders[:] = [f for f in folders if f not in ('.venv', '.git', 'site-packages', '__pycache__')]\n"
         "        found += [os.path.join(folder, n) for n in names if n.startswith('test_') or n == 'results.json']\n"
         "    texts = []\n"
         "    for path in found:\n"
@@ -615,7 +616,7 @@ def test_a_planted_cheat_scores_what_the_copy_earns_without_it(cheat, cheat_base
     results = tmp_path / "results.json"
     start = time.monotonic()
     ok, rows, table = grade(copy, tasks=CHEAT_TASKS, extra=hidden, gradescope=results, python=worker_python,
-                            require_user=os.geteuid() == 0, timeout=10, verbose=True)
+                            require_user=os.geteuid() == 0, timeout=30, verbose=True)
     document = json.loads(results.read_text())
     time.sleep(max(0.0, 9 - (time.monotonic() - start)))  # the detached process would have written by now
     assert json.loads(results.read_text()) == document
@@ -662,7 +663,7 @@ def test_cheats_planted_together_score_what_the_copy_earns_through_run_autograde
     base, base_rows = cheat_base
     (hidden / "test_hidden.py").write_text(HIDDEN.replace("the secret", SECRET))
     root = tmp_path / "autograder"
-    archive = homework.bundle(tmp_path / "autograder.zip", tasks=CHEAT_TASKS, extra=hidden, timeout=10)
+    archive = homework.bundle(tmp_path / "autograder.zip", tasks=CHEAT_TASKS, extra=hidden, timeout=30)
     with zipfile.ZipFile(archive) as zipped:
         zipped.extractall(root / "source")
     submission = copy_of(base, root)

@@ -82,9 +82,9 @@ def slug(title):
 # ----------------------------------------------------------------------------------------------
 
 
-def student_copy():
-    """A fresh stripped copy in WORK/student (strip refuses a folder that exists)."""
-    out = WORK / "student"
+def student_copy(work):
+    """A fresh stripped copy in work/student (strip refuses a folder that exists)."""
+    out = work / "student"
     if out.exists():
         shutil.rmtree(out)
     homework.strip(out)
@@ -107,14 +107,14 @@ def _cache_key(name, quick):
     return digest.hexdigest()[:20]
 
 
-def execute_demos(names, quick, fresh):
+def execute_demos(names, quick, fresh, work=WORK):
     """{name: (executed notebook, backward page path or None)}; a demo whose cache entry is there
     is read back, the others are executed in one kernel (from demos/, as Jupyter would)."""
     import jupytext
     import nbclient
     import nbformat
 
-    cache = WORK / "cache"
+    cache = work / "cache"
     cache.mkdir(parents=True, exist_ok=True)
     results, todo = {}, []
     for name in names:
@@ -178,7 +178,7 @@ def demo_page(name, notebook, backward, student, docs):
     parts, figures = [], 0
     for cell, code in zip(cells, shown.cells):
         if cell.cell_type == "markdown":
-            parts.append(cell.source.strip() + "\n")
+            parts.append(code.source.strip() + "\n")  # the student copy's (the same text: strip leaves prose)
             continue
         parts.append(_fence(code.source, "python"))
         for output in cell.get("outputs", []):
@@ -234,6 +234,40 @@ def readme_sections(text):
     return sections
 
 
+def answer_patterns():
+    """[(task, pattern)]: what an answer looks like, from the leak test that holds the student copy
+    to it (tests/test_homework_leaks.py), so the site is held to the same patterns."""
+    sys.path.insert(0, str(ROOT))
+    from tests.test_homework_leaks import CASES
+
+    return sorted({(task, pattern) for task, _, pattern in CASES})
+
+
+def redact(body):
+    """The README's text with every block (a fenced block, or a paragraph) that matches an answer
+    pattern replaced by a sentence: the teacher's README may show an answer (the pdb transcript
+    checks softmax's backward by hand); the site, which students read, does not."""
+    patterns = answer_patterns()
+    blocks, current, fenced = [], [], False
+    for line in body.splitlines():
+        current.append(line)
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        if not fenced and (not line.strip() or line.lstrip().startswith("```")):
+            blocks.append("\n".join(current))
+            current = []
+    blocks.append("\n".join(current))
+    kept = []
+    for block in blocks:
+        tasks = sorted({task for task, pattern in patterns if re.search(pattern, block)})
+        if tasks:
+            kept.append(f"\n!!! note \"Left out of the site\"\n    A passage of the README here shows the answer of "
+                        f"the homework task {', '.join(tasks)}; the teacher's README has it.\n")
+        else:
+            kept.append(block)
+    return "\n".join(kept)
+
+
 def _local_links(body, source, docs, depth):
     """Images the README shows are copied beside the pages (the solved demo tasks' figures, which
     the student copy leaves out, become a sentence); other links into the repository become text,
@@ -262,10 +296,10 @@ def guide_pages(docs):
     (docs / "guide").mkdir(parents=True, exist_ok=True)
     nav = []
     for title in GUIDE:
-        body = _local_links(sections[title], ROOT / "README.md", docs, 1)
+        body = _local_links(redact(sections[title]), ROOT / "README.md", docs, 1)
         (docs / "guide" / f"{slug(title)}.md").write_text(f"# {title}\n{body}\n")
         nav.append({title: f"guide/{slug(title)}.md"})
-    body = _local_links(sections[TEACHERS], ROOT / "README.md", docs, 0)
+    body = _local_links(redact(sections[TEACHERS]), ROOT / "README.md", docs, 0)
     (docs / "teachers.md").write_text(f"# {TEACHERS}\n{body}\n\nEach task's hint, as a student sees it: "
                                       "[the tasks](tasks/index.md).\n")
     return nav
@@ -318,7 +352,7 @@ def home_page(docs, demo_nav):
     intro = readme.split("\n## ", 1)[0].split("\n", 1)[1]
     demo_list = "\n".join(f"- [{title}]({path})" for entry in demo_nav for title, path in entry.items())
     (docs / "index.md").write_text(
-        f"# minitensor\n{_local_links(intro, ROOT / 'README.md', docs, 0)}\n\n"
+        f"# minitensor\n{_local_links(redact(intro), ROOT / 'README.md', docs, 0)}\n\n"
         "## Where to go\n\n"
         "- **The demos**, each a chapter of the seeds executed when this site was built, with its checks and "
         "figures; the attention demos end with the backward page of their own model, to step through.\n"
@@ -333,11 +367,11 @@ def home_page(docs, demo_nav):
 # ----------------------------------------------------------------------------------------------
 
 
-def write_config(student, docs, nav):
+def write_config(student, docs, nav, work):
     config = {
         "INHERIT": str(ROOT / "mkdocs.yml"),
         "docs_dir": str(docs),
-        "site_dir": str(WORK / "built"),
+        "site_dir": str(work / "built"),
         "nav": nav,
         "plugins": ["search", "offline",
                     {"mkdocstrings": {"handlers": {"python": {"paths": [str(student)], "options": {
@@ -345,20 +379,23 @@ def write_config(student, docs, nav):
                         "docstring_style": None, "show_if_no_docstring": False, "filters": ["!^_"],
                         "heading_level": 2}}}}}],
     }
-    path = WORK / "mkdocs.yml"
+    path = work / "mkdocs.yml"
     path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
     return path
 
 
-def build(quick=True, fresh=False, only=None, out=None):
+def build(quick=True, fresh=False, only=None, out=None, work=None):
+    """Build the site into out (default site/), with work (default build/site) for the student
+    copy, the cache and the generated pages; only: some demos (the tests build a few)."""
     out = pathlib.Path(out) if out else SITE
+    work = pathlib.Path(work) if work else WORK
     names = only or demos.DEMOS
     print("1/4 the student copy", flush=True)
-    student = student_copy()
+    student = student_copy(work)
     print(f"2/4 the demos ({'quick' if quick else 'full'} mode)", flush=True)
-    executed = execute_demos(names, quick, fresh)
+    executed = execute_demos(names, quick, fresh, work)
     print("3/4 the pages", flush=True)
-    docs = WORK / "docs"
+    docs = work / "docs"
     if docs.exists():
         shutil.rmtree(docs)
     docs.mkdir(parents=True)
@@ -372,12 +409,13 @@ def build(quick=True, fresh=False, only=None, out=None):
     nav = [{"Home": "index.md"}, {"Demos": demo_nav}, {"Guide": guide_pages(docs)},
            {"For students": task_pages(student, docs)}, {"For teachers": "teachers.md"},
            {"API reference": api_pages(student, docs)}]
-    config = write_config(student, docs, nav)
+    config = write_config(student, docs, nav, work)
     print("4/4 mkdocs build", flush=True)
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")  # Material's notice of its successor, printed on every build
     subprocess.run([sys.executable, "-m", "mkdocs", "build", "--quiet", "--clean", "-f", str(config)], check=True,
-                   cwd=ROOT)
+                   cwd=ROOT, env=env)
     if out.exists():
         shutil.rmtree(out)
-    shutil.copytree(WORK / "built", out)
+    shutil.copytree(work / "built", out)
     (out / "build.json").write_text(json.dumps({"quick": quick, "demos": names}))
     return out

@@ -1,0 +1,207 @@
+"""The course site (`make site`, python -m sitebuild): built once for this module from a few demos
+(executing all fifteen is `make site`'s job; test_demos executes each of them already), then
+opened page by page in headless Chromium from files: no request leaves file://, no console
+error, every image loads, every internal link leads to a file of the site, each embedded backward
+page steps with the arrow key; and no page states a homework answer."""
+
+import html
+import os
+import pathlib
+import re
+import time
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+from minitensor import homework
+
+pytest.importorskip("mkdocs")
+pytest.importorskip("material")
+pytest.importorskip("mkdocstrings_handlers.python")
+jupytext = pytest.importorskip("jupytext")
+
+from sitebuild import build as sitebuild  # noqa: E402
+from tests.test_homework_leaks import CASES  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+INSTALL = "install Chromium (apt-get install chromium) and the test extra (pip install -e '.[test]')"
+# The demos the test builds: each with a backward page, and one without. Quick mode.
+DEMOS = ["soft_lookup", "causal_self_attention", "multihead", "stacking"]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    work = tmp_path_factory.mktemp("site-work")
+    start = time.perf_counter()
+    out = sitebuild.build(quick=True, only=DEMOS, out=work / "site", work=work)
+    print(f"built the site ({len(DEMOS)} demos, quick) in {time.perf_counter() - start:.0f} s")
+    return out, work
+
+
+@pytest.fixture(scope="module")
+def browser():
+    missing = [] if os.path.exists(CHROMIUM) else [CHROMIUM]
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing.append("the playwright package")
+    if missing:
+        message = f"{' and '.join(missing)} not found: {INSTALL}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"under CI the browser tests must run: {message}")
+        pytest.skip(message)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM)
+        yield chromium
+        chromium.close()
+
+
+def _pages(out):
+    return sorted(p for p in out.rglob("*.html") if p.name != "404.html" and "backward.html" != p.name)
+
+
+def test_the_site_has_every_page_the_issue_lists(site):
+    out, _ = site
+    assert (out / "index.html").is_file()
+    for name in DEMOS:
+        assert (out / "demos" / f"{name}.html").is_file(), name
+        assert (out / "sources" / f"{name}.py").is_file(), name
+    for name in ["causal_self_attention", "multihead", "stacking"]:
+        assert (out / "demos" / name / "backward.html").is_file(), name
+        assert 'class="backward-page"' in (out / "demos" / f"{name}.html").read_text()
+    assert not (out / "demos" / "soft_lookup" / "backward.html").exists()
+    for task in homework.TASK_NAMES:
+        assert (out / "tasks" / f"{task}.html").is_file(), task
+    for title in sitebuild.GUIDE:
+        assert (out / "guide" / f"{sitebuild.slug(title)}.html").is_file(), title
+    assert (out / "teachers.html").is_file() and (out / "api" / "minitensor.tensor.html").is_file()
+    api = (out / "api" / "minitensor.tensor.html").read_text()
+    assert "backward" in api and "doc-function" in api  # generated from the docstrings
+    page = (out / "demos" / "causal_self_attention.html").read_text()
+    assert ": True" in page and "figure-1.png" in page  # its printed checks and its figure
+    assert "causal_self_attention.py" in page  # a link to its source
+
+
+def test_a_task_page_gives_its_hint(site):
+    out, _ = site
+    for task, hint in homework.TASKS:
+        text = html.unescape(re.sub(r"<[^>]+>", "", (out / "tasks" / f"{task}.html").read_text()))
+        assert " ".join(hint.split()) in " ".join(text.split()), task
+
+
+def test_no_page_shows_solution_code_or_states_an_answer(site):
+    """The pages' code comes from the student copy; every pattern the leak test looks for in the
+    copy is looked for in every file of the site too: the site states nothing the copy does not."""
+    out, work = site
+    texts = {}
+    for path in out.rglob("*"):
+        if path.is_file() and path.suffix in (".html", ".js", ".json", ".py", ".css", ".txt", ".xml"):
+            texts[path.relative_to(out).as_posix()] = path.read_text(errors="replace")
+    region = re.compile(r"# BEGIN SOLUTION [a-z_]+(\s*$|\\n|</span>)", re.M)  # a marker over code, not the README's `<task>`
+    assert not [name for name, text in texts.items() if region.search(text)]
+    copy = []  # what the student copy states already (the seed's 1,088 in demos/multihead.py's check)
+    for path in (work / "student").rglob("*"):
+        if path.is_file() and path.suffix in (".py", ".md", ".js"):
+            copy.append(path.read_text(errors="replace"))
+    for task, _, pattern in CASES:
+        if any(re.search(pattern, text) for text in copy):
+            continue
+        found = [(name, m.group(0)) for name, text in texts.items() if (m := re.search(pattern, text))]
+        assert not found, f"{task}: the site states the answer: {found[:3]}"
+
+
+def test_an_unchanged_demo_is_not_executed_again(site, capsys):
+    _, work = site
+    capsys.readouterr()
+    results = sitebuild.execute_demos(DEMOS, quick=True, fresh=False, work=work)
+    assert set(results) == set(DEMOS)
+    printed = capsys.readouterr().out
+    assert printed.count("from the cache") == len(DEMOS) and "executing" not in printed
+    assert sitebuild._cache_key("stacking", True) != sitebuild._cache_key("stacking", False)
+
+
+class Opened:
+    """A site page opened from file://; every request outside file:// is blocked and kept, and
+    every console error and uncaught exception is kept."""
+
+    def __init__(self, browser, path):
+        self.context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        self.blocked, self.errors, self.failed = [], [], []
+
+        def route(request_route):
+            if request_route.request.url.startswith("file://"):
+                request_route.continue_()
+            else:
+                self.blocked.append(request_route.request.url)
+                request_route.abort()
+
+        self.context.route("**/*", route)
+        self.page = self.context.new_page()
+        self.page.on("console", lambda message: self.errors.append(message.text) if message.type == "error" else None)
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.page.on("requestfailed", lambda request: self.failed.append(request.url))
+        self.page.goto(pathlib.Path(path).resolve().as_uri())
+        self.page.wait_for_load_state("load")
+
+    def close(self):
+        self.context.close()
+
+
+def _internal_links(page):
+    return page.eval_on_selector_all("a[href]", "links => links.map(a => a.href)")
+
+
+def test_every_page_loads_offline_with_its_images_and_links(site, browser):
+    out, _ = site
+    pages = _pages(out)
+    assert len(pages) > 30
+    problems = []
+    for path in pages:
+        opened = Opened(browser, path)
+        page = opened.page
+        name = path.relative_to(out).as_posix()
+        broken_images = page.eval_on_selector_all(
+            "img", "images => images.filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)")
+        for href in _internal_links(page):
+            url = urlparse(href)
+            if url.scheme == "file":
+                target = pathlib.Path(unquote(url.path))
+                if not target.exists():
+                    problems.append(f"{name}: broken link {href}")
+        if opened.blocked:
+            problems.append(f"{name}: requests outside the site {opened.blocked}")
+        if opened.errors or opened.failed:
+            problems.append(f"{name}: console errors {opened.errors}, failed requests {opened.failed}")
+        if broken_images:
+            problems.append(f"{name}: images that do not load {broken_images}")
+        opened.close()
+    assert not problems, "\n".join(problems)
+
+
+def test_each_embedded_backward_page_steps_with_the_arrow_key(site, browser):
+    out, _ = site
+    for name in ["causal_self_attention", "multihead", "stacking"]:
+        opened = Opened(browser, out / "demos" / f"{name}.html")
+        frame_element = opened.page.locator("iframe.backward-page")
+        frame_element.scroll_into_view_if_needed()
+        frame = frame_element.content_frame
+        assert frame.locator("body").get_attribute("data-step") == "0", name
+        frame.locator("body").click(position={"x": 5, "y": 5})
+        for expected in (1, 2, 3):
+            opened.page.keyboard.press("ArrowRight")
+            assert frame.locator("body").get_attribute("data-step") == str(expected), name
+        assert frame.locator("#question, #hidden-grad-output").count() >= 1, name  # predict mode is on
+        assert not opened.errors and not opened.blocked, (name, opened.errors, opened.blocked)
+        opened.close()
+
+
+def test_search_works_from_files(site, browser):
+    out, _ = site
+    opened = Opened(browser, out / "index.html")
+    page = opened.page
+    page.locator("input.md-search__input").click()
+    page.keyboard.type("softmax")  # typed: Material searches on each key
+    page.locator(".md-search-result__item").first.wait_for(timeout=10_000)
+    assert page.locator(".md-search-result__item").count() > 0
+    assert not opened.errors and not opened.blocked
+    opened.close()

@@ -9,12 +9,12 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import yaml
 
 import demos
 from minitensor import homework
-from minitensor.homework.strip import strip_source
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 WORK = ROOT / "build" / "site"  # ignored: the student copy, the cache, the generated pages
@@ -82,11 +82,9 @@ def slug(title):
 # ----------------------------------------------------------------------------------------------
 
 
-def student_copy(work):
-    """A fresh stripped copy in work/student (strip refuses a folder that exists)."""
-    out = work / "student"
-    if out.exists():
-        shutil.rmtree(out)
+def student_copy(scratch):
+    """A fresh stripped copy in scratch/student (strip writes outside the repository only)."""
+    out = pathlib.Path(scratch) / "student"
     homework.strip(out)
     return out
 
@@ -191,7 +189,8 @@ def demo_page(name, notebook, backward, student, docs):
                 figures += 1
                 (folder / name / f"figure-{figures}.png").write_bytes(base64.b64decode(output["data"]["image/png"]))
                 parts.append(f"![{name}: figure {figures}]({name}/figure-{figures}.png)\n")
-            elif "text/plain" in output.get("data", {}):
+            elif "text/plain" in output.get("data", {}) and not output["data"]["text/plain"].startswith("PosixPath("):
+                # a cell's last value; save()'s path (where the figure went on the build machine) is not shown
                 parts.append(_fence(output["data"]["text/plain"], "text"))
     title_end = 1 if parts and parts[0].startswith("# ") else 0
     header = parts[0].split("\n", 1) if title_end else ["# " + name, ""]
@@ -209,12 +208,14 @@ def demo_page(name, notebook, backward, student, docs):
                      f"arrow key. [Open it on its own page]({name}/backward.html).\n\n"
                      f'<iframe class="backward-page" src="{name}/backward.html" title="backward pass of {name}" '
                      'loading="eager"></iframe>\n')
-    text = header[0] + "\n" + links + "\n" + (header[1] if len(header) > 1 else "") + "\n" + "\n".join(parts[title_end:])
+    first = header[1] if len(header) > 1 else ""  # the rest of the first cell, after its heading
+    text = "\n".join([header[0], links, first, *parts[title_end:]])
     (folder / f"{name}.md").write_text(text)
     sources = docs / "sources"
     sources.mkdir(exist_ok=True)
     shutil.copyfile(student / "demos" / f"{name}.py", sources / f"{name}.py")
-    return header[0].removeprefix("# ").strip()
+    title = header[0].removeprefix("# ").strip()
+    return re.split(r": | \(seed", title)[0].strip().rstrip(".")  # the nav's title: the start of the heading
 
 
 def readme_sections(text):
@@ -293,9 +294,13 @@ def _local_links(body, source, docs, depth):
 def guide_pages(docs):
     """docs/guide/*.md, one per README section in GUIDE, and docs/teachers.md."""
     sections = readme_sections((ROOT / "README.md").read_text())
+    missing = [title for title in GUIDE + [TEACHERS] if title not in sections]
+    if missing:
+        raise RuntimeError(f"the README has no section {missing}: update GUIDE in {__file__}")
+    first = [title for title in sections if "first session" in title.lower()]  # where a README has one
     (docs / "guide").mkdir(parents=True, exist_ok=True)
     nav = []
-    for title in GUIDE:
+    for title in first + GUIDE:
         body = _local_links(redact(sections[title]), ROOT / "README.md", docs, 1)
         (docs / "guide" / f"{slug(title)}.md").write_text(f"# {title}\n{body}\n")
         nav.append({title: f"guide/{slug(title)}.md"})
@@ -314,10 +319,12 @@ def task_pages(student, docs):
     rows = "\n".join(f"| {i} | [`{name}`]({name}.md) |" for i, (name, _) in enumerate(homework.TASKS, 1))
     (docs / "tasks" / "index.md").write_text(f"# For students: the homework\n{intro}\n\n## Every task\n\n"
                                              f"| # | task |\n|---|---|\n{rows}\n")
-    nav = [{"For students": "tasks/index.md"}]
+    nav = [{"The homework": "tasks/index.md"}]
     for number, (name, hint) in enumerate(homework.TASKS, 1):
-        previous = f"[previous: `{homework.TASKS[number - 2][0]}`]({homework.TASKS[number - 2][0]}.md)" if number > 1 else ""
-        following = f"[next: `{homework.TASKS[number][0]}`]({homework.TASKS[number][0]}.md)" if number < len(homework.TASKS) else ""
+        before = homework.TASK_NAMES[number - 2] if number > 1 else None
+        after = homework.TASK_NAMES[number] if number < len(homework.TASKS) else None
+        previous = f"[previous: `{before}`]({before}.md)" if before else ""
+        following = f"[next: `{after}`]({after}.md)" if after else ""
         (docs / "tasks" / f"{name}.md").write_text(
             f"# Task {number}: `{name}`\n\n"
             f"!!! hint \"The hint\"\n    {hint}\n\n"
@@ -385,13 +392,18 @@ def write_config(student, docs, nav, work):
 
 
 def build(quick=True, fresh=False, only=None, out=None, work=None):
-    """Build the site into out (default site/), with work (default build/site) for the student
-    copy, the cache and the generated pages; only: some demos (the tests build a few)."""
+    """Build the site into out (default site/), with work (default build/site) for the cache and
+    the generated pages (the student copy goes to a temporary folder: strip writes outside the
+    repository only); only: some demos (the tests build a few)."""
     out = pathlib.Path(out) if out else SITE
     work = pathlib.Path(work) if work else WORK
     names = only or demos.DEMOS
     print("1/4 the student copy", flush=True)
-    student = student_copy(work)
+    with tempfile.TemporaryDirectory(prefix="minitensor-site-") as scratch:
+        return _build(quick, fresh, names, out, work, student_copy(scratch))
+
+
+def _build(quick, fresh, names, out, work, student):
     print(f"2/4 the demos ({'quick' if quick else 'full'} mode)", flush=True)
     executed = execute_demos(names, quick, fresh, work)
     print("3/4 the pages", flush=True)

@@ -54,10 +54,11 @@ loss_ = (Y_ * Y_).mean()
 model_ = models["transformer"]
 for name_, parameter_ in model_.named_parameters():
     parameter_.name = name_
-X_ = mt.tensor(test_x.data[:1, :16], name="x")  # the first 16 steps of one test sequence: a graph a page can show
+X_ = mt.tensor(test_x.data[:1], name="x")  # the first test sequence, the one the page's attention figure shows
 prediction_ = model_(X_)
 prediction_.name = "prediction"
-loss_ = ((prediction_ - float(test_y.data[0])) ** 2).mean()
+target_ = mt.tensor(test_y.data[:1].reshape(prediction_.shape), name="target")
+loss_ = ((prediction_ - target_) ** 2).mean()
 ''',
 }
 BACKWARD_CELL = '''# written by the site build, not part of the demo: the backward page of this page's model
@@ -162,6 +163,48 @@ def _fence(text, language=""):
     return f"{ticks}{language}\n{text.rstrip()}\n{ticks}\n"
 
 
+def solution_lines():
+    """{a line of a solution region, stripped: its task} over the teacher's marked files."""
+    from minitensor.homework.strip import marked_files, regions
+
+    lines = {}
+    for path in marked_files(ROOT):
+        for task, _, _, body in regions(path.read_text(), str(path)):
+            for line in body:
+                code = line.split("#")[0].strip()
+                if len(code) > 8:  # not `return`, `)` or `else:`
+                    lines[code] = task
+    return lines
+
+
+def hide_solution_lines(page_html):
+    """The backward page with each node's "made at file:line: source" kept, except a source line
+    that is a line of a solution region (the teacher's kernel ran it): that one becomes a note.
+    The kernel's cell files (/tmp/ipykernel_.../....py) are called "a cell of this page"."""
+    hidden = solution_lines()
+    tag = '<script id="data" type="application/json">'
+    start = page_html.index(tag) + len(tag)
+    end = page_html.index("</script>", start)
+    data = json.loads(page_html[start:end])
+
+    def frame(text):
+        text = re.sub(r"/[^\s:]*/ipykernel_\d+/\d+\.py", "a cell of this page", text)
+        where, colon, source = text.partition(": ")
+        task = hidden.get(source.split("#")[0].strip()) if colon else None
+        return f"{where}: (a line of the homework task {task}'s solution, not shown)" if task else text
+
+    def walk(value):
+        if isinstance(value, dict):
+            return {k: (" <- ".join(frame(f) for f in v.split(" <- ")) if k == "created_at" and isinstance(v, str)
+                        else walk(v)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    payload = json.dumps(walk(data), separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
+    return page_html[:start] + payload + page_html[end:]
+
+
 def demo_page(name, notebook, backward, student, docs):
     """docs/demos/NAME.md from the executed notebook: the markdown cells as they are, each code
     cell as the student copy has it, then its printed output and figures."""
@@ -198,7 +241,7 @@ def demo_page(name, notebook, backward, student, docs):
              f"`python demos/{name}.py`, or open it as a notebook). These outputs come from the quick run "
              f"(`MINITENSOR_QUICK=1`) unless the site was built with `--full`.\n")
     if backward is not None:
-        shutil.copyfile(backward, folder / name / "backward.html")
+        (folder / name / "backward.html").write_text(hide_solution_lines(backward.read_text()))
         links += ("\n!!! tip \"Step through the backward pass of this page's model\"\n"
                   "    Below the demo, the backward page of the tensors this page computed, in predict mode: "
                   "click it, then step with the arrow keys, and predict each gradient before it is shown.\n")

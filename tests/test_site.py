@@ -5,6 +5,7 @@ error, every image loads, every internal link leads to a file of the site, each 
 page steps with the arrow key; and no page states a homework answer."""
 
 import html
+import json
 import os
 import pathlib
 import re
@@ -31,6 +32,10 @@ DEMOS = ["soft_lookup", "causal_self_attention", "multihead", "stacking"]
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
+    """(the built site, its work folder). MINITENSOR_SITE=site checks the site `make site` built
+    (every demo) instead of building one from DEMOS."""
+    if os.environ.get("MINITENSOR_SITE"):
+        return pathlib.Path(os.environ["MINITENSOR_SITE"]).resolve(), sitebuild.WORK
     work = tmp_path_factory.mktemp("site-work")
     start = time.perf_counter()
     out = sitebuild.build(quick=True, only=DEMOS, out=work / "site", work=work)
@@ -110,6 +115,26 @@ def test_no_page_shows_solution_code_or_states_an_answer(site, tmp_path):
         assert not found, f"{task}: the site states the answer: {found[:3]}"
 
 
+def test_no_backward_page_shows_a_line_of_a_solution(site):
+    """The backward pages are drawn in the teacher's kernel, so each node's "made at" line could
+    be a line of a solution region (causal_self_attention's own function is one): those are hidden."""
+    out, _ = site
+    hidden = sitebuild.solution_lines()
+    pages = sorted((out / "demos").glob("*/backward.html"))
+    assert pages
+    for path in pages:
+        text = path.read_text()
+        data = json.loads(re.search(r'<script id="data" type="application/json">(.*?)</script>', text, re.S).group(1))
+        made_at = re.findall(r'"created_at": "([^"]*)"', json.dumps(data))
+        assert made_at, path
+        for frame in (f for line in made_at for f in line.split(" <- ")):
+            source = frame.partition(": ")[2]
+            assert source.split("#")[0].strip() not in hidden, (path, frame)
+        assert "ipykernel_" not in text, path
+    causal = (out / "demos" / "causal_self_attention" / "backward.html").read_text()
+    assert "mask=hidden)" not in causal and "the homework task demo_causal_self_attention's solution" in causal
+
+
 def test_an_unchanged_demo_is_not_executed_again(site, capsys):
     _, work = site
     capsys.readouterr()
@@ -118,6 +143,11 @@ def test_an_unchanged_demo_is_not_executed_again(site, capsys):
     printed = capsys.readouterr().out
     assert printed.count("from the cache") == len(DEMOS) and "executing" not in printed
     assert sitebuild._cache_key("stacking", True) != sitebuild._cache_key("stacking", False)
+
+
+def _exists(url):
+    parsed = urlparse(url)
+    return parsed.scheme == "file" and pathlib.Path(unquote(parsed.path)).exists()
 
 
 class Opened:
@@ -139,7 +169,13 @@ class Opened:
         self.page = self.context.new_page()
         self.page.on("console", lambda message: self.errors.append(message.text) if message.type == "error" else None)
         self.page.on("pageerror", lambda error: self.errors.append(str(error)))
-        self.page.on("requestfailed", lambda request: self.failed.append(request.url))
+        # a file that is not there (a request the next navigation cancels, a favicon, is no failure)
+        self.page.on("requestfailed", lambda request: None if _exists(request.url) else self.failed.append(request.url))
+        self.goto(path)
+
+    def goto(self, path):
+        """Open another page in the same tab, with fresh lists of what went wrong."""
+        self.blocked.clear(), self.errors.clear(), self.failed.clear()
         self.page.goto(pathlib.Path(path).resolve().as_uri())
         self.page.wait_for_load_state("load")
 
@@ -156,32 +192,33 @@ def test_every_page_loads_offline_with_its_images_and_links(site, browser):
     pages = _pages(out)
     assert len(pages) > 30
     problems = []
+    opened = Opened(browser, out / "index.html")
+    page = opened.page
     for path in pages:
-        opened = Opened(browser, path)
-        page = opened.page
+        opened.goto(path)
         name = path.relative_to(out).as_posix()
         broken_images = page.eval_on_selector_all(
             "img", "images => images.filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)")
         for href in _internal_links(page):
-            url = urlparse(href)
-            if url.scheme == "file":
-                target = pathlib.Path(unquote(url.path))
-                if not target.exists():
-                    problems.append(f"{name}: broken link {href}")
+            if href.startswith("file:") and not _exists(href):
+                problems.append(f"{name}: broken link {href}")
         if opened.blocked:
             problems.append(f"{name}: requests outside the site {opened.blocked}")
         if opened.errors or opened.failed:
             problems.append(f"{name}: console errors {opened.errors}, failed requests {opened.failed}")
         if broken_images:
             problems.append(f"{name}: images that do not load {broken_images}")
-        opened.close()
+    opened.close()
     assert not problems, "\n".join(problems)
 
 
 def test_each_embedded_backward_page_steps_with_the_arrow_key(site, browser):
     out, _ = site
-    for name in ["causal_self_attention", "multihead", "stacking"]:
-        opened = Opened(browser, out / "demos" / f"{name}.html")
+    embedding = [path for path in sorted((out / "demos").glob("*.html")) if 'class="backward-page"' in path.read_text()]
+    assert {f"{name}.html" for name in ["causal_self_attention", "multihead", "stacking"]} <= {p.name for p in embedding}
+    for path in embedding:
+        name = path.stem
+        opened = Opened(browser, path)
         frame_element = opened.page.locator("iframe.backward-page")
         frame_element.scroll_into_view_if_needed()
         frame = frame_element.content_frame

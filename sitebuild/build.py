@@ -381,7 +381,8 @@ def task_pages(student, docs):
             f"# Task {number}: `{name}`\n\n"
             f"!!! hint \"The hint\"\n    {hint}\n\n"
             "## Grading it\n\n"
-            f"```bash\npython -m minitensor.homework grade {name}\n```\n\n"
+            f"```bash\npython -m minitensor.homework grade . --task {name}      # its tests\n"
+            f"python -m minitensor.homework grade . --task {name} -v   # with each failing test's feedback\n```\n\n"
             "The stub raises `NotImplementedError` with this hint until you replace it. "
             "How grading works and what to do when a test fails: [the homework](index.md).\n\n"
             f"{previous}{' · ' if previous and following else ''}{following}\n")

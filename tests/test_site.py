@@ -101,6 +101,7 @@ def test_a_task_page_gives_its_hint(site):
     for task, hint in homework.TASKS:
         text = html.unescape(re.sub(r"<[^>]+>", "", (out / "tasks" / f"{task}.html").read_text()))
         assert " ".join(hint.split()) in " ".join(text.split()), task
+        assert f"python -m minitensor.homework grade . --task {task}" in text, task  # as README.student.md says
 
 
 def test_no_page_shows_solution_code_or_states_an_answer(site, tmp_path):

@@ -205,7 +205,7 @@ def hide_solution_lines(page_html):
     return page_html[:start] + payload + page_html[end:]
 
 
-def demo_page(name, notebook, backward, student, docs):
+def demo_page(name, notebook, backward, student, docs, teacher=False):
     """docs/demos/NAME.md from the executed notebook: the markdown cells as they are, each code
     cell as the student copy has it, then its printed output and figures."""
     import jupytext
@@ -217,6 +217,7 @@ def demo_page(name, notebook, backward, student, docs):
     folder = docs / "demos"
     (folder / name).mkdir(parents=True, exist_ok=True)
     parts, figures = [], 0
+    answer_figure = not teacher and homework.kept_out(f"demos/figures/{name}.png")
     for cell, code in zip(cells, shown.cells):
         if cell.cell_type == "markdown":
             parts.append(code.source.strip() + "\n")  # the student copy's (the same text: strip leaves prose)
@@ -228,6 +229,13 @@ def demo_page(name, notebook, backward, student, docs):
                 parts.append('<div class="demo-output" markdown>\n\n' + _fence(output["text"], "text") + "\n</div>\n")
             elif kind == "error":
                 raise RuntimeError(f"{name}: a cell stopped with {output['ename']}: {output['evalue']}")
+            elif "image/png" in output.get("data", {}) and answer_figure:
+                # the figure of a solved demo task plots the task's answer: strip keeps it out of
+                # the student copy, and the site (unless built --teacher) leaves it out the same way
+                task = f"demo_{name}"
+                parts.append(f"!!! note \"The figure is left out\"\n    It plots the answer of the homework task "
+                             f"[`{task}`](../tasks/{task}.md): run `python demos/{name}.py` once the task is done to "
+                             "draw it. (A site built with `--teacher` shows it.)\n")
             elif "image/png" in output.get("data", {}):
                 figures += 1
                 (folder / name / f"figure-{figures}.png").write_bytes(base64.b64decode(output["data"]["image/png"]))
@@ -444,19 +452,20 @@ def write_config(student, docs, nav, work):
     return path
 
 
-def build(quick=True, fresh=False, only=None, out=None, work=None):
+def build(quick=True, fresh=False, only=None, out=None, work=None, teacher=False):
     """Build the site into out (default site/), with work (default build/site) for the cache and
     the generated pages (the student copy goes to a temporary folder: strip writes outside the
-    repository only); only: some demos (the tests build a few)."""
+    repository only); only: some demos (the tests build a few); teacher: also show the figures of
+    the solved demo tasks, which plot their answers (a site for teachers, not for students)."""
     out = pathlib.Path(out) if out else SITE
     work = pathlib.Path(work) if work else WORK
     names = only or demos.DEMOS
     print("1/4 the student copy", flush=True)
     with tempfile.TemporaryDirectory(prefix="minitensor-site-") as scratch:
-        return _build(quick, fresh, names, out, work, student_copy(scratch))
+        return _build(quick, fresh, names, out, work, student_copy(scratch), teacher)
 
 
-def _build(quick, fresh, names, out, work, student):
+def _build(quick, fresh, names, out, work, student, teacher):
     print(f"2/4 the demos ({'quick' if quick else 'full'} mode)", flush=True)
     executed = execute_demos(names, quick, fresh, work)
     print("3/4 the pages", flush=True)
@@ -468,7 +477,7 @@ def _build(quick, fresh, names, out, work, student):
     demo_nav = []
     for name in names:
         notebook, backward = executed[name]
-        title = demo_page(name, notebook, backward, student, docs)
+        title = demo_page(name, notebook, backward, student, docs, teacher)
         demo_nav.append({title: f"demos/{name}.md"})
     home_page(docs, demo_nav)
     nav = [{"Home": "index.md"}, {"Demos": demo_nav}, {"Guide": guide_pages(docs)},
@@ -482,5 +491,5 @@ def _build(quick, fresh, names, out, work, student):
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(work / "built", out)
-    (out / "build.json").write_text(json.dumps({"quick": quick, "demos": names}))
+    (out / "build.json").write_text(json.dumps({"quick": quick, "teacher": teacher, "demos": names}))
     return out

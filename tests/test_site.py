@@ -91,9 +91,11 @@ def test_the_site_has_every_page_the_issue_lists(site):
     assert (out / "teachers.html").is_file() and (out / "api" / "minitensor.tensor.html").is_file()
     api = (out / "api" / "minitensor.tensor.html").read_text()
     assert "backward" in api and "doc-function" in api  # generated from the docstrings
-    page = (out / "demos" / "causal_self_attention.html").read_text()
-    assert ": True" in page and "figure-1.png" in page  # its printed checks and its figure
-    assert "causal_self_attention.py" in page  # a link to its source
+    page = (out / "demos" / "soft_lookup.html").read_text()
+    assert ": True" in page and "soft_lookup/figure-1.png" in page  # its printed checks and its figure
+    assert "sources/soft_lookup.py" in page  # a link to its source
+    page = (out / "demos" / "causal_self_attention.html").read_text()  # a solved demo task's figure plots its answer
+    assert ": True" in page and "figure-1.png" not in page and "The figure is left out" in page
 
 
 def test_a_task_page_gives_its_hint(site):

@@ -5,14 +5,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench notebooks lab reference-figures clean
+.PHONY: test demo bench notebooks lab reference-figures site clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
+# The docs extra is installed too: the tests build the course site.
 # setup.cfg says which versions work (ranges); constraints.txt fixes the ones CI uses.
 $(STAMP): setup.cfg pyproject.toml constraints.txt | $(PY)
-	$(PY) -m pip install -c constraints.txt -e '.[test]'
+	$(PY) -m pip install -c constraints.txt -e '.[test,docs]'
 	touch $(STAMP)
 
 test: $(STAMP)
@@ -51,5 +52,10 @@ $(LAB_STAMP): $(STAMP)
 lab: notebooks $(LAB_STAMP)
 	MINITENSOR_QUICK=$(if $(filter-out 0,$(QUICK)),1,0) $(VENV)/bin/jupyter lab notebooks
 
+# The course site, in the ignored site/ folder (the demos executed in quick mode and cached in
+# build/site/cache; `make site SITE_FLAGS=--full` for the full runs). Publish site/ as it is.
+site: $(STAMP)
+	$(PY) -m sitebuild $(SITE_FLAGS)
+
 clean:
-	rm -rf $(VENV) *.egg-info build dist notebooks out
+	rm -rf $(VENV) *.egg-info build dist notebooks out site

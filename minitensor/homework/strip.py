@@ -119,6 +119,8 @@ NOT_IN_STUDENT_COPY = [
     "tests/test_homework_leaks.py",  # the leak test: its patterns spell out the answers it looks for
     "tests/test_homework.py",  # the round itself: strips and grades whole copies, plants cheats
     "tests/test_homework_teacher.py",  # graded tests whose references state an answer (a mask's offset)
+    "sitebuild/*",  # the course site's builder: runs the solved demos, reads the leak test's patterns
+    "tests/test_site.py",  # builds that site
     "demos/figures/attention_cost.png",  # the solved demo tasks' figures: each plots the task's answer
     "demos/figures/scaling.png",
     "demos/figures/stacking.png",

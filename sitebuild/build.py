@@ -68,7 +68,7 @@ mt.viz.html(loss_, {path!r}, predict=True)
 '''
 
 # The README's sections the guide is made of, in order, and the one that is the teachers' page.
-GUIDE = ["The two commands", "Ten lines", "Where each part lives", "How the engine works, in four facts",
+GUIDE = ["Ten lines", "Where each part lives", "How the engine works, in four facts",
          "Write your own op", "Checking gradients", "Models, built by hand", "Stepping through a backward pass",
          "Backends", "Speed"]
 TEACHERS = "For teachers: homework from minitensor's own pieces"

@@ -31,3 +31,28 @@ if not os.environ.get("MINITENSOR_GRADER"):  # under `grade`, the grader's plugi
         from minitensor.homework.student import InProcessStudent
 
         return InProcessStudent()
+
+
+CHROMIUM = "/usr/bin/chromium"
+INSTALL = ("the browser tests need Debian's Chromium and Playwright: apt-get install -y chromium; "
+           "pip install -e '.[test]'")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium driven by Playwright; the browser tests skip without it, except under
+    CI=true, where they fail."""
+    missing = [] if os.path.exists(CHROMIUM) else [CHROMIUM]
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing.append("the playwright package")
+    if missing:
+        message = f"{' and '.join(missing)} not found: {INSTALL}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"under CI the browser tests must run: {message}")
+        pytest.skip(message)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM)
+        yield chromium
+        chromium.close()

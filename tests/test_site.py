@@ -33,8 +33,7 @@ if not sitebuild.LEAK_TEST.is_file():
                 allow_module_level=True)
 CASES = [(task, None, pattern) for task, pattern in sitebuild.answer_patterns()]
 
-CHROMIUM = "/usr/bin/chromium"
-INSTALL = "install Chromium (apt-get install chromium) and the test extra (pip install -e '.[test]')"
+
 # The demos the test builds: each with a backward page, and one without. Quick mode.
 DEMOS = ["soft_lookup", "causal_self_attention", "multihead", "stacking"]
 
@@ -50,24 +49,6 @@ def site(tmp_path_factory):
     out = sitebuild.build(quick=True, only=DEMOS, out=work / "site", work=work)
     print(f"built the site ({len(DEMOS)} demos, quick) in {time.perf_counter() - start:.0f} s")
     return out, work
-
-
-@pytest.fixture(scope="module")
-def browser():
-    missing = [] if os.path.exists(CHROMIUM) else [CHROMIUM]
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        missing.append("the playwright package")
-    if missing:
-        message = f"{' and '.join(missing)} not found: {INSTALL}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"under CI the browser tests must run: {message}")
-        pytest.skip(message)
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM)
-        yield chromium
-        chromium.close()
 
 
 def _pages(out):

@@ -15,9 +15,6 @@ import minitensor as mt
 from models.transformer import GPT, Block
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-INSTALL = ("the browser tests need Debian's Chromium and Playwright: apt-get install -y chromium; "
-           "pip install playwright==1.65.2 (or pip install -e '.[test]')")
 
 
 def _example():
@@ -166,24 +163,6 @@ def test_check_of_a_different_graph_is_refused(tmp_path):
 # ----------------------------------------------------------------------------
 # In the browser
 # ----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser():
-    missing = [] if os.path.exists(CHROMIUM) else [CHROMIUM]
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        missing.append("the playwright package")
-    if missing:
-        message = f"{' and '.join(missing)} not found: {INSTALL}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"under CI the browser tests must run: {message}")
-        pytest.skip(message)
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM)
-        yield chromium
-        chromium.close()
 
 
 class Opened:

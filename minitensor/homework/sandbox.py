@@ -93,7 +93,7 @@ def kill_descendants(uid=None, only_uid=False):
             stack += children.get(pid, [])
         if uid is not None:
             doomed |= {pid for pid, (_, owner) in table.items() if owner == uid and pid != me}
-        alive = [pid for pid in doomed if (table.get(pid) or (0, 0)) and _is_alive(pid)]
+        alive = [pid for pid in doomed if _is_alive(pid)]
         if not alive:
             return
         for pid in alive:

@@ -23,7 +23,7 @@ import weakref
 
 import numpy as np
 
-from . import autograd
+from . import autograd, grad_mode
 from .autograd import walk
 from .nn.module import Module
 
@@ -305,7 +305,7 @@ class _Observer:
     watching_backward = False  # True while a tool is active
 
     def after_forward(self, function, ctx, arrays, options, output):
-        if True in ctx.needs_input_grad and autograd._grad_enabled:  # a node will be recorded
+        if True in ctx.needs_input_grad and grad_mode.enabled:  # a node will be recorded
             frame = _getframe(2)  # 0 here, 1 Function.apply, 2 its caller
             code = frame.f_code
             place = _places.get(code.co_filename) or _place(code.co_filename)  # (inlined: every op)
@@ -692,7 +692,7 @@ class detect_anomaly(Tool):
         if empty:
             rows, total, index = empty
             shapes = ", ".join(str(np.shape(a)) for a in arrays)
-            recorded = autograd._grad_enabled and True in ctx.needs_input_grad
+            recorded = grad_mode.enabled and True in ctx.needs_input_grad
             raise AnomalyError(
                 f"detect_anomaly: {function.__name__}'s forward met {rows} of {total} rows (the first at "
                 f"index {index}) whose entries are all -inf or hidden by the mask, in inputs of shapes "
@@ -702,7 +702,7 @@ class detect_anomaly(Tool):
             )
         if _has_nan(output) and not any(_has_nan(a) for a in arrays):
             shapes = ", ".join(str(np.shape(a)) for a in arrays)
-            recorded = autograd._grad_enabled and True in ctx.needs_input_grad
+            recorded = grad_mode.enabled and True in ctx.needs_input_grad
             raise AnomalyError(
                 f"detect_anomaly: {function.__name__}'s forward produced {_what(output)} in its output of "
                 f"shape {np.shape(output)} from inputs of shapes {shapes} without NaN"

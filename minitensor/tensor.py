@@ -7,29 +7,12 @@ numbers. Every method that computes something is one line that calls a
 
 import numpy as np
 
-from . import autograd, ops
-from .autograd import is_grad_enabled
+from . import autograd, ops, views
+from .dtypes import DEVICES, check_can_require_grad, get_default_dtype, set_default_dtype  # noqa: F401 (re-exported)
 from .ops.axes import check_mask
 
-# ----------------------------------------------------------------------------
-# dtypes
-# ----------------------------------------------------------------------------
-
-_default_dtype = np.dtype(np.float32)
-DEVICES = {"numpy": "numpy", "cpu": "numpy", "cupy": "cupy", "cuda": "cupy"}
-
-
-def set_default_dtype(dtype):
-    """The dtype Python floats and lists of floats become (float32 unless changed)."""
-    global _default_dtype
-    dtype = np.dtype(dtype)
-    if dtype.kind != "f":
-        raise TypeError(f"set_default_dtype: the default must be a floating dtype, got {dtype}")
-    _default_dtype = dtype
-
-
-def get_default_dtype():
-    return _default_dtype
+# set_default_dtype and get_default_dtype live in dtypes.py; they are imported here for the
+# modules that take them from tensor.py.
 
 
 def _as_array(data, dtype=None):
@@ -45,7 +28,7 @@ def _as_array(data, dtype=None):
         _refuse_tensors_in_graph(data)
     array = np.array(data)
     if array.dtype.kind == "f":
-        array = array.astype(_default_dtype)
+        array = array.astype(get_default_dtype())
     return array
 
 
@@ -65,65 +48,6 @@ def _refuse_tensors_in_graph(items):
                     f"it no gradient. Use mt.stack([...]) (or mt.cat) to build the tensor inside the "
                     f"graph, keeping the dtype; or pass t.detach() to copy the values on purpose."
                 )
-
-
-def _check_can_require_grad(array, requires_grad):
-    if requires_grad and array.dtype.kind == "c":
-        raise TypeError(
-            f"complex tensors cannot require gradients in minitensor (this one has shape "
-            f"{array.shape} and dtype {array.dtype}): its ops differentiate real functions only, "
-            f"so complex gradients would be wrong. Keep the real and imaginary parts as two "
-            f"float tensors."
-        )
-    if requires_grad and array.dtype.kind != "f":
-        raise TypeError(
-            f"only floating-point tensors can require gradients, but this tensor "
-            f"(shape {array.shape}) has dtype {array.dtype}. Create it as floats, e.g. "
-            f"mt.tensor(x, dtype='float32', requires_grad=True)."
-        )
-
-
-class _View:
-    """How a view (reshape, transpose, expand, basic slicing, ...) was made from the tensor
-    that owns its memory, so that its graph can be rebuilt after an in-place change.
-
-    An in-place op through a view changes its base too, and one on the base changes every
-    view: each then needs a new grad_fn that goes through the op. PyTorch does the same:
-    the base gets a CopySlices node, and a view's grad_fn is re-made from the base's.
-
-    base                 the tensor that owns the memory (never itself a view)
-    parent, step         the source's _View (None when the source is the base) and the view
-                         op (Function, options) that made this view from the source: a chain
-                         of n views is n links, each made in constant time (a tuple of every
-                         step, copied into each new view, made building the chain quadratic)
-    version              the shared version when this view's grad_fn was made or checked
-    base_grad_fn         base.grad_fn then; differs once the base was changed in place
-                         while the graph was recorded
-    made_without_grad    made inside no_grad(), or a view of such a view (as in PyTorch, the
-                         mark passes to every view made from it): it has no grad_fn, and once
-                         its memory has changed and its base requires grad, it cannot get a
-                         right one
-    """
-
-    __slots__ = ("base", "parent", "step", "version", "base_grad_fn", "made_without_grad")
-
-    def __init__(self, base, parent, step, made_without_grad):
-        self.base = base
-        self.parent = parent
-        self.step = step
-        self.version = base._version_counter[0]
-        self.base_grad_fn = base._grad_fn
-        self.made_without_grad = made_without_grad
-
-    @property
-    def steps(self):
-        """The view ops ((Function, options), ...) that make this view from base, in order."""
-        steps, link = [], self
-        while link is not None:
-            steps.append(link.step)
-            link = link.parent
-        steps.reverse()
-        return tuple(steps)
 
 
 # ----------------------------------------------------------------------------
@@ -148,7 +72,7 @@ class Tensor:
 
     def __init__(self, data, requires_grad=False, dtype=None, name=None):
         array = _as_array(data, dtype)
-        _check_can_require_grad(array, requires_grad)
+        check_can_require_grad(array, requires_grad)
         self.data = array
         self.grad = None
         self._requires_grad = bool(requires_grad)
@@ -158,7 +82,7 @@ class Tensor:
         # Bumped by every in-place change (see Context.saved_tensors). A one-element list, so
         # that tensors sharing memory (views, detach()) can share it: one list object, one count.
         self._version_counter = [0]
-        self._view = None  # a _View when this tensor is a view of another's memory
+        self._view = None  # a views.View when this tensor is a view of another's memory
 
     @staticmethod
     def _from_op(array, grad_fn):
@@ -175,50 +99,11 @@ class Tensor:
         tensor._view = None
         return tensor
 
-    # -- memory shared with other tensors -------------------------------------
+    # -- memory shared with other tensors (views.py) ---------------------------
 
     def _bump_version(self):
-        """Record an in-place change of self.data: every node that saved this memory (through
-        this tensor or any view or detached alias of it) will refuse to run its backward."""
-        self._version_counter[0] += 1
-
-    def _become_view_of(self, source, function, options):
-        """Called by Function.apply after a view op (function.returns_view): share the source's
-        version counter when the output really shares its memory (a reshape may copy)."""
-        # NumPy and CuPy point a view's .base at the array that owns the memory
-        owner = source.data if source.data.base is None else source.data.base
-        if self.data.base is None or self.data.base is not owner:
-            return  # a copy (reshape of a transposed array copies)
-        self._version_counter = source._version_counter
-        parent = source._view
-        made_without_grad = not autograd._grad_enabled or (parent is not None and parent.made_without_grad)
-        self._view = _View(source if parent is None else parent.base, parent, (function, options), made_without_grad)
-
-    def _refresh_view(self, op):
-        """Re-make a view's grad_fn from its base's, if the base was changed in place (with
-        the graph recorded) since the view's grad_fn was made. Called before a view is used."""
-        view = self._view
-        if view.version == self._version_counter[0]:
-            return
-        if view.made_without_grad:
-            if not (is_grad_enabled() and view.base._requires_grad):
-                return
-            raise RuntimeError(
-                f"{op}: this tensor (shape {self.shape}) is a view made inside no_grad() of a tensor that "
-                f"requires grad, and that tensor (or another view of it) has since been changed in "
-                f"place with the graph recorded: which gradient the view should carry is ambiguous "
-                f"(PyTorch refuses it too). Make the view and the change both inside or both "
-                f"outside no_grad()."
-            )
-        if view.base_grad_fn is not view.base._grad_fn:
-            with autograd.enable_grad():
-                remade = view.base
-                for function, options in view.steps:
-                    remade = function.apply(remade, **options)
-            self._grad_fn = remade._grad_fn
-            self._requires_grad = remade._requires_grad
-            view.base_grad_fn = view.base._grad_fn
-        view.version = self._version_counter[0]
+        """Record an in-place change of self.data (see views.py: versions)."""
+        views.bump_version(self)
 
     # -- what it is -----------------------------------------------------------
 
@@ -253,7 +138,7 @@ class Tensor:
     def requires_grad(self):
         """Whether gradients flow to (and through) this tensor."""
         if self._view is not None:
-            self._refresh_flags()
+            views.refresh_flags(self)
         return self._requires_grad
 
     @requires_grad.setter
@@ -264,19 +149,12 @@ class Tensor:
     def grad_fn(self):
         """The graph node (a Context) of the op that made this tensor; None for a leaf."""
         if self._view is not None:
-            self._refresh_flags()
+            views.refresh_flags(self)
         return self._grad_fn
 
     @grad_fn.setter
     def grad_fn(self, node):
         self._grad_fn = node
-
-    def _refresh_flags(self):
-        """A view reads its flags as they are now: an in-place change of its base (a += w)
-        may have put it in the graph since it was made. A view made in no_grad() keeps its
-        flags; whether it can be used is decided where it is used (see _refresh_view)."""
-        if not self._view.made_without_grad:
-            self._refresh_view("grad_fn")
 
     @property
     def is_leaf(self):
@@ -397,7 +275,7 @@ class Tensor:
     def requires_grad_(self, requires_grad=True):
         if self.grad_fn is not None and not requires_grad:
             raise RuntimeError("requires_grad_(False) on a non-leaf tensor: use .detach() instead")
-        _check_can_require_grad(self.data, requires_grad)
+        check_can_require_grad(self.data, requires_grad)
         self._requires_grad = bool(requires_grad)
         return self
 
@@ -482,133 +360,30 @@ class Tensor:
             raise TypeError(f"~ needs a boolean tensor, got dtype {self.dtype}")
         return Tensor._from_op(~self.data, None)
 
-    # -- in place -------------------------------------------------------------
-
-    def _apply_inplace(self, function, symbol, other=None, **options):
-        """Compute out of place, then write into self.data and bump the version.
-
-        Nothing is changed until every check has passed. When the graph is being
-        recorded, a copy of the old values takes self's place as the op's input,
-        and self becomes the op's output (as PyTorch rebases history). Through a
-        view, the base's history is rebased instead (a CopySlices node: the base
-        with the view's region replaced by the op's result), and the view's
-        grad_fn is re-made from the base's.
-        """
-        inputs = () if other is None else (self._coerce(other),)
-        self._check_writable(symbol)
-        view = self._view
-        if view is not None:
-            self._refresh_view(symbol)
-        records = is_grad_enabled() and (self._requires_grad or any(t._requires_grad for t in inputs))
-        if view is not None and view.made_without_grad and is_grad_enabled():
-            if records or view.base._requires_grad:
-                self._refuse_view_made_without_grad(symbol)
-        if records:
-            self._check_can_record_inplace(symbol)
-            before = Tensor._from_op(self.data.copy(), self.grad_fn)
-            before._requires_grad = self._requires_grad
-        else:
-            before = Tensor._from_op(self.data, None)
-        result = function.apply(before, *inputs, **options)
-        if result.shape != self.shape:
-            raise ValueError(
-                f"{symbol}: the result has shape {result.shape}, which cannot be stored in place "
-                f"in a tensor of shape {self.shape}"
-            )
-        if not np.can_cast(result.dtype, self.dtype, casting="same_kind"):
-            raise TypeError(f"{symbol}: a {result.dtype} result cannot be stored in place in a {self.dtype} tensor")
-        if records and view is not None:  # made before the write: it reads the base's old values
-            base = view.base
-            base_before = Tensor._from_op(base.data, base.grad_fn)
-            base_before._requires_grad = base._requires_grad
-            new_base = ops.CopySlices.apply(base_before, result, steps=view.steps)
-        np.copyto(self.data, result.data, casting="same_kind")
-        self._bump_version()
-        if records and view is not None:
-            base.grad_fn = new_base.grad_fn
-            base._requires_grad = True
-            self._refresh_view(symbol)
-        elif records:
-            self.grad_fn = result.grad_fn
-            self._requires_grad = True
-        return self
-
-    def _check_writable(self, symbol):
-        """Refuse, before anything changes, a write that cannot mean one thing."""
-        data = self.data
-        if any(stride == 0 and n > 1 for n, stride in zip(data.shape, data.strides)):
-            raise RuntimeError(
-                f"{symbol}: this tensor (shape {self.shape}) is an expanded (broadcast) view: several "
-                f"of its elements are one memory location, so an in-place write would change all "
-                f"of them at once. Write into a copy (t = t.clone()), or use the out-of-place form "
-                f"(t = t + 1)."
-            )
-        if not getattr(data.flags, "writeable", True):  # (CuPy arrays have no such flag)
-            raise RuntimeError(
-                f"{symbol}: this tensor's array (shape {self.shape}) is read-only (a view of an "
-                f"expanded tensor, or a read-only NumPy array), so it cannot be changed in place. "
-                f"Write into a copy (t = t.clone()), or use the out-of-place form."
-            )
-
-    def _check_can_record_inplace(self, symbol):
-        """The in-place changes PyTorch refuses while recording the graph, refused the same way."""
-        view = self._view
-        if view is None:
-            if self.grad_fn is None and self._requires_grad:
-                raise RuntimeError(
-                    f"{symbol} on a leaf tensor that requires grad (shape {self.shape}) would overwrite "
-                    f"the values gradients are taken with respect to. Update parameters inside "
-                    f"`with mt.no_grad():`, or use the out-of-place form."
-                )
-            return
-        base = view.base
-        if base.grad_fn is None and base._requires_grad:
-            raise RuntimeError(
-                f"{symbol} on a view (shape {self.shape}) of a leaf tensor that requires grad (shape "
-                f"{base.shape}) would overwrite the values gradients are taken with respect to. "
-                f"Update parameters inside `with mt.no_grad():`, or use the out-of-place form."
-            )
-
-    def _refuse_view_made_without_grad(self, symbol):
-        raise RuntimeError(
-            f"{symbol}: this tensor (shape {self.shape}) is a view made inside no_grad() of a "
-            f"tensor that requires grad, and is now changed in place with grad mode on; which "
-            f"gradient that should give is ambiguous (PyTorch refuses it too). Make the view "
-            f"outside no_grad(), or make the change inside no_grad() as well."
-        )
+    # -- in place (views.py: how the graph stays right) ------------------------
 
     def __iadd__(self, other):
-        return self._apply_inplace(ops.Add, "+=", other)
+        return views.apply_inplace(self, ops.Add, "+=", other)
 
     def __isub__(self, other):
-        return self._apply_inplace(ops.Sub, "-=", other)
+        return views.apply_inplace(self, ops.Sub, "-=", other)
 
     def __imul__(self, other):
-        return self._apply_inplace(ops.Mul, "*=", other)
+        return views.apply_inplace(self, ops.Mul, "*=", other)
 
     def __itruediv__(self, other):
-        return self._apply_inplace(ops.Div, "/=", other)
+        return views.apply_inplace(self, ops.Div, "/=", other)
 
     def masked_fill_(self, mask, value):
         """In place: set the positions where mask is True to value."""
         mask = check_mask(_mask_array(mask), self.shape, "masked_fill_")
-        return self._apply_inplace(ops.MaskedFill, "masked_fill_", value, mask=mask)
+        return views.apply_inplace(self, ops.MaskedFill, "masked_fill_", value, mask=mask)
 
     def __setitem__(self, index, value):
-        self._check_writable("t[index] = value")
-        if self._view is not None:
-            self._refresh_view("t[index] = value")
-            view = self._view
-            if view.made_without_grad and is_grad_enabled() and view.base._requires_grad:
-                self._refuse_view_made_without_grad("t[index] = value")
-        if is_grad_enabled() and (self._requires_grad or (isinstance(value, Tensor) and value._requires_grad)):
-            raise RuntimeError(
-                f"t[index] = value on a tensor in the graph (shape {self.shape}) is not differentiable "
-                f"in minitensor. Build the result out of place (mt.where, mt.cat, masked_fill), or "
-                f"do it inside `with mt.no_grad():`."
-            )
-        self.data[_index_arrays(index)] = value.data if isinstance(value, Tensor) else value
-        self._bump_version()
+        if isinstance(value, Tensor):
+            views.set_items(self, _index_arrays(index), value.data, value._requires_grad)
+        else:
+            views.set_items(self, _index_arrays(index), value, False)
 
     # -- elementwise functions ----------------------------------------------
 

@@ -1,0 +1,82 @@
+"""The errors the engine (autograd.py) raises, each naming the op and the shapes involved and
+saying what to do. Each function builds the exception; the engine raises it where the check is."""
+
+import numpy as np
+
+
+def not_a_tensor(function, inputs, argument):
+    position = next(i for i, x in enumerate(inputs) if x is argument)
+    return TypeError(
+        f"{function.__name__}.apply: argument {position} is a {type(argument).__name__}, not a "
+        f"Tensor. Wrap arrays with mt.tensor(...); pass options such as axis= as keywords."
+    )
+
+
+def check_broadcast(op, shapes):
+    """Raise the error that names op and the shapes, if the shapes do not broadcast together."""
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        listed = " and ".join(str(tuple(shape)) for shape in shapes)
+        raise ValueError(
+            f"{op}: shapes {listed} do not broadcast together (axes are compared "
+            f"from the right; each pair must be equal, or one of them 1)"
+        ) from None
+
+
+def complex_result(function, output):
+    return TypeError(
+        f"{function.__name__}: the result is complex ({output.dtype}, shape {output.shape}) and an "
+        f"input requires grad; minitensor differentiates real functions only, so complex "
+        f"gradients would be wrong. Keep real and imaginary parts as two float tensors."
+    )
+
+
+def saved_arrays_freed(ctx):
+    return RuntimeError(
+        f"Trying to backward through the graph a second time: {ctx.name}'s saved "
+        f"arrays were freed by the first backward() to save memory. If you need to "
+        f"call backward twice, pass retain_graph=True to the first call."
+    )
+
+
+def nothing_saved(ctx):
+    return RuntimeError(
+        f"{ctx.name}.backward reads ctx.saved_tensors, but {ctx.name}.forward never "
+        f"called ctx.save_for_backward(...): save there the arrays backward needs."
+    )
+
+
+def nothing_to_differentiate(root):
+    return RuntimeError(
+        f"backward(): this tensor (shape {root.shape}) does not require grad and has no "
+        f"grad_fn, so there is nothing to differentiate. Create the inputs with "
+        f"requires_grad=True, outside mt.no_grad()."
+    )
+
+
+def not_a_scalar(root):
+    return RuntimeError(
+        f"backward() without a gradient needs a scalar (one-element) tensor, but this "
+        f"one has shape {root.shape}. Reduce it first (loss = y.sum()), or pass dL/dy "
+        f"of shape {root.shape}: y.backward(grad)."
+    )
+
+
+def wrong_first_gradient(grad, root):
+    return ValueError(f"backward(grad): grad has shape {grad.shape} but the tensor has shape {root.shape}")
+
+
+def wrong_gradient_count(node, grad_inputs):
+    return RuntimeError(
+        f"{node.name}.backward returned {len(grad_inputs)} gradient(s) for "
+        f"{len(node.edges)} input(s); return one per input (None where not needed)"
+    )
+
+
+def not_an_array(node, grad_inputs, grad_input):
+    position = next(i for i, g in enumerate(grad_inputs) if g is grad_input)
+    return TypeError(
+        f"{node.name}.backward returned a {type(grad_input).__name__} as the gradient of input "
+        f"{position}; return an array of the input's shape {node.input_shapes[position]} (or None)"
+    )

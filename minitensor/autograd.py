@@ -29,12 +29,7 @@ it a gradient, then calls each `backward` once with the summed gradient of its
 output, undoes broadcasting (`unbroadcast`) and passes the results along the
 edges. Leaves add what reaches them into `.grad`.
 
-Writing your own op: subclass `Function`, write `forward` and `backward` as
-above, and call `YourOp.apply(tensor, ..., option=value)`. Options (axis=,
-keepdims=, ...) are passed as keywords to `forward` only; store what backward
-needs on `ctx`. `backward` returns one gradient per tensor input (a tuple when
-there are several), or None for an input that needs none; the gradient may
-have the broadcast shape of the output: the engine sums it back down.
+Writing your own op: see `Function` below.
 """
 
 import numpy as np
@@ -87,19 +82,15 @@ def summed_axes(grad_shape, shape):
 # The hook point: what attaches to the engine
 # ----------------------------------------------------------------------------
 
-# On its own the engine differentiates any program whose tensors are never changed in
-# place. Two modules attach here when minitensor is imported, each for one feature, and the
-# engine calls them on the lines marked "hook:" and nowhere else:
-#
-#   _views     minitensor/views.py: views and in-place changes. Before an op uses a view
-#              whose base was changed in place, it re-makes the view's grad_fn; after an op,
-#              a view output joins its input's memory record, and the node remembers the
-#              version of each array forward saved, so that saved_tensors can refuse one an
-#              in-place change overwrote. (Imported with Tensor, below: views.py needs ops.)
-#   _observer  mt.debug: notes the line of your code that made each node (ctx.site), and,
-#              while a tool such as trace or break_on is active (its watching_backward is
-#              true), runs each node's backward for the tool, so break_on can stop inside it.
-#              Installed by set_observer; None runs everything below exactly as written.
+# On its own the engine differentiates any program whose tensors never change in place. Two
+# modules attach here on import, one feature each; the engine calls them on the lines marked
+# "hook:" and nowhere else:
+#   _views     views.py: views and in-place changes (a view whose base changed in place gets
+#              its grad_fn re-made before use; a view output shares its input's memory record;
+#              a node records the versions of the arrays it saved, checked by saved_tensors).
+#   _observer  mt.debug: notes the line of your code that made each node (ctx.site); while a
+#              tool is active (watching_backward), runs each backward for it, so break_on can
+#              stop inside. None (set_observer(None)) runs everything exactly as written.
 _views = None
 _observer = None
 
@@ -165,9 +156,7 @@ class Context:
         return self.function.__name__
 
     def __repr__(self):
-        # With mt.debug loaded (it always is), `p ctx` in pdb shows the names and shapes of the
-        # inputs and saved arrays, where the node was made and the module path; the engine
-        # alone knows only the op and the label.
+        # With mt.debug loaded (it always is), `p ctx` in pdb shows inputs, saved arrays, site
         if _observer is not None:
             return _observer.describe(self)
         label = f" {self.label!r}" if self.label else ""
@@ -191,23 +180,16 @@ class Context:
     def _saved_arrays(self):
         """The saved arrays as a tuple, whichever form forward saved them in; () if none."""
         saved = self._saved
-        if type(saved) is dict:
-            return tuple(saved.values())
-        return saved or ()
+        return tuple(saved.values()) if type(saved) is dict else saved or ()
 
     @property
     def saved_names(self):
-        """One name per saved array: its keyword, else the argument of forward's
-        save_for_backward call (y for save_for_backward(y)), else saved[i]."""
-        saved = self._saved
-        if type(saved) is dict:
-            return tuple(saved)
-        count = len(saved or ())
-        return node_names.saved_names(self.function.forward, count) or tuple(f"saved[{i}]" for i in range(count))
+        """One name per saved array (node_names.py says how they are read)."""
+        return node_names.saved_names(self)
 
     @property
     def input_names(self):
-        """One name per input: the names forward gives its arrays (q, k, v), read off its signature."""
+        """One name per input: the names forward gives its arrays (q, k, v)."""
         return node_names.input_names(self.function.forward, len(self.edges))
 
     @property
@@ -233,7 +215,8 @@ class Context:
         edges, shapes, dtypes = [], [], []
         for t in inputs:
             # the node that made this input, or the leaf itself; None if it needs no gradient
-            edges.append((t.grad_fn or t) if t._requires_grad else None)
+            # (_grad_fn, not the grad_fn property: apply has already refreshed any view)
+            edges.append((t._grad_fn or t) if t._requires_grad else None)
             data = t.data
             shapes.append(data.shape)
             dtypes.append(data.dtype)
@@ -247,14 +230,16 @@ class Context:
 
 
 class Function:
-    """Base class of every op. Subclass it, write `forward` and `backward`, call `apply`.
+    """Base class of every op. Subclass it, write `forward` and `backward`, call
+    `YourOp.apply(tensor, ..., option=value)`: options (axis=, keepdims=) go to forward only.
 
     forward(ctx, *arrays, **options) -> array
         Compute the output from plain arrays. Save what backward needs with
         ctx.save_for_backward(...) or as attributes of ctx.
     backward(ctx, grad) -> one gradient per input
         Given grad = dL/d(output), return dL/d(input) for each input (a tuple
-        when there are several; None where ctx.needs_input_grad is False).
+        when there are several; None where ctx.needs_input_grad is False). A gradient
+        may have the output's broadcast shape: the engine sums it back down.
     returns_view
         True for ops whose output may share its first input's memory (reshape, transpose,
         expand, basic indexing): see views.py.
@@ -306,7 +291,10 @@ class Function:
         result = Tensor._from_op(output, ctx if records else None)
         if records:
             ctx._record(inputs, output.shape)
-        _views.after_op(cls, ctx, inputs, options, result)  # hook: views and saved versions (views.py)
+        if cls.returns_view:  # hook: a view output shares its input's memory record (views.py)
+            _views.become_view_of(result, inputs[0], cls, options)
+        if records and ctx._saved:  # hook: the node remembers the versions of the arrays it saved
+            _views.record_versions(ctx, inputs, result)
         return result
 
 
@@ -379,17 +367,7 @@ def walk(root, grad=None, retain_graph=False):
             grad_inputs = node.function.backward(node, grad_output)
         if not isinstance(grad_inputs, tuple):  # one input: backward may return its gradient alone
             grad_inputs = (grad_inputs,)
-        summed = _summed_to_inputs(node, grad_inputs, Tensor)
-        for edge, grad_input in zip(node.edges, summed):
-            if grad_input is None:
-                continue
-            if type(edge) is Context:
-                previous = pending.get(edge)
-                pending[edge] = grad_input if previous is None else previous + grad_input
-            else:
-                previous = leaf_grads.get(id(edge))
-                leaf_grads[id(edge)] = (edge, grad_input if previous is None else previous[1] + grad_input)
-
+        summed = _pass_to_inputs(node, grad_inputs, pending, leaf_grads, Tensor)
         if watched:
             _observer.after_backward(node, grad_output, grad_inputs, summed)
         yield node, grad_output, summed
@@ -427,9 +405,10 @@ def _tensor_hooks(node, grad):
     return grad
 
 
-def _summed_to_inputs(node, grad_inputs, Tensor):
-    """node's backward results (a tuple), one array per input (None where no gradient goes), each summed
-    down to its input's shape (unbroadcast) and cast to its input's dtype."""
+def _pass_to_inputs(node, grad_inputs, pending, leaf_grads, Tensor):
+    """Send node's backward results along its edges: each summed down to its input's shape
+    (unbroadcast), cast to its input's dtype, and added to what that input's node (pending)
+    or leaf (leaf_grads) has received. Returns them, one per input (None where none goes)."""
     if len(grad_inputs) != len(node.edges):
         raise errors.wrong_gradient_count(node, grad_inputs)
     summed = []
@@ -437,8 +416,10 @@ def _summed_to_inputs(node, grad_inputs, Tensor):
         if edge is None or grad_input is None:
             summed.append(None)
             continue
-        if type(grad_input) is not _ndarray:
-            grad_input = _gradient_array(node, grad_inputs, grad_input, Tensor)
+        if type(grad_input) is not _ndarray:  # a Tensor (a backward written with Tensor ops), a CuPy array
+            grad_input = grad_input.data if isinstance(grad_input, Tensor) else grad_input
+            if not (hasattr(grad_input, "shape") and hasattr(grad_input, "dtype")):
+                raise errors.not_an_array(node, grad_inputs, grad_input)
         if grad_input.shape != shape:
             try:
                 grad_input = unbroadcast(grad_input, shape)
@@ -447,20 +428,16 @@ def _summed_to_inputs(node, grad_inputs, Tensor):
         if grad_input.dtype is not dtype:  # e.g. float32 x * float64 y: x.grad stays float32
             grad_input = grad_input.astype(dtype, copy=False)
         summed.append(grad_input)
+        if type(edge) is Context:
+            previous = pending.get(edge)
+            pending[edge] = grad_input if previous is None else previous + grad_input
+        else:
+            previous = leaf_grads.get(id(edge))
+            leaf_grads[id(edge)] = (edge, grad_input if previous is None else previous[1] + grad_input)
     return tuple(summed)
 
 
 _ndarray = np.ndarray
-
-
-def _gradient_array(node, grad_inputs, grad_input, Tensor):
-    """What a backward returned for one input, as an array: a Tensor (a custom backward
-    written with Tensor ops) gives its data; anything without a shape is an error."""
-    if isinstance(grad_input, Tensor):
-        return grad_input.data
-    if hasattr(grad_input, "shape") and hasattr(grad_input, "dtype"):
-        return grad_input  # a NumPy scalar or a CuPy array
-    raise errors.not_an_array(node, grad_inputs, grad_input)
 
 
 def _accumulate_leaf(leaf, grad):

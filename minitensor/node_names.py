@@ -27,15 +27,21 @@ def input_names(forward, count):
     return tuple(names)
 
 
-def saved_names(forward, count):
-    """The names of count arrays forward saves, read off its ctx.save_for_backward(...) call
-    with count arguments: a variable gives its name (q), `a if needs_b else None` gives a,
-    anything else its source text. None when forward's source cannot be read or has no such
-    call."""
+def saved_names(ctx):
+    """One name per array ctx saved: its keyword (save_for_backward(y=y)); else the argument
+    of forward's ctx.save_for_backward(...) call with that many arguments: a variable gives its
+    name (q), `a if needs_b else None` gives a, anything else its source text; else saved[i]
+    (forward's source cannot be read, or has no such call)."""
+    saved = ctx._saved
+    if type(saved) is dict:
+        return tuple(saved)
+    count = len(saved or ())
+    forward = ctx.function.forward
     calls = _save_calls.get(forward)
     if calls is None:
         calls = _save_calls[forward] = _read_save_calls(forward)
-    return next((names for names in calls if len(names) == count), None)
+    names = next((names for names in calls if len(names) == count), None)
+    return names or tuple(f"saved[{i}]" for i in range(count))
 
 
 def _read_save_calls(forward):

@@ -66,7 +66,8 @@ def _holds(arrays, array):
 
 
 def record_versions(ctx, inputs, output):
-    """Remember the version of each input (and the output) whose array forward saved."""
+    """The engine's hook after recording a node that saved arrays: remember the version of
+    each input (and the output) whose array forward saved."""
     saved = ctx._saved
     if type(saved) is dict:
         saved = saved.values()
@@ -82,7 +83,8 @@ def record_versions(ctx, inputs, output):
 
 
 def check_versions(ctx):
-    """Raise, naming the array, if an in-place change overwrote an array ctx saved."""
+    """The engine's hook in ctx.saved_tensors: raise, naming the array, if an in-place change
+    overwrote an array ctx saved."""
     for record in ctx._versions:
         if record.counter[0] != record.seen:
             _refuse_changed(ctx, record)
@@ -151,18 +153,9 @@ class View:
         return tuple(steps)
 
 
-def after_op(function, ctx, inputs, options, result):
-    """The engine's hook after every op: a view output joins its input's memory record, and
-    a recorded node remembers the versions of the arrays it saved."""
-    if function.returns_view:
-        become_view_of(result, inputs[0], function, options)
-    if ctx._saved and result._grad_fn is ctx:  # only an array forward saved can change under a node
-        record_versions(ctx, inputs, result)
-
-
 def become_view_of(result, source, function, options):
-    """Make result (the output of a view op) share source's version counter, when it really
-    shares its memory (a reshape may copy)."""
+    """The engine's hook after a view op (function.returns_view): make result share source's
+    version counter, when it really shares its memory (a reshape may copy)."""
     # NumPy and CuPy point a view's .base at the array that owns the memory
     owner = source.data if source.data.base is None else source.data.base
     if result.data.base is None or result.data.base is not owner:

@@ -5,11 +5,13 @@ numbers. Every method that computes something is one line that calls a
 `Function` from `ops/`; that is where the math (and the backward) lives.
 """
 
+import weakref
+
 import numpy as np
 
 from . import autograd, ops, views
 from .dtypes import DEVICES, check_can_require_grad, get_default_dtype, set_default_dtype  # noqa: F401 (re-exported)
-from .ops.axes import check_mask
+from .ops.axes import check_mask, normalize_axes, normalize_axis
 
 # set_default_dtype and get_default_dtype live in dtypes.py; they are imported here for the
 # modules that take them from tensor.py.
@@ -255,8 +257,6 @@ class Tensor:
             if not self.requires_grad:
                 raise RuntimeError("retain_grad(): this tensor does not require grad")
             return
-        import weakref
-
         self.grad_fn._retained = weakref.ref(self)
 
     def register_hook(self, hook):
@@ -472,8 +472,6 @@ class Tensor:
         return self.permute(*axes)
 
     def swapaxes(self, axis1, axis2):
-        from .ops.axes import normalize_axis
-
         a = normalize_axis(axis1, self.ndim, "swapaxes", self.shape)
         b = normalize_axis(axis2, self.ndim, "swapaxes", self.shape)
         axes = list(range(self.ndim))
@@ -497,15 +495,11 @@ class Tensor:
 
     def unsqueeze(self, axis):
         """Insert a size-1 axis at `axis` (negative counts from the end of the new shape)."""
-        from .ops.axes import normalize_axis
-
         axis = normalize_axis(axis, self.ndim + 1, "unsqueeze", self.shape)
         return ops.Reshape.apply(self, shape=self.shape[:axis] + (1,) + self.shape[axis:])
 
     def squeeze(self, axis=None):
         """Drop size-1 axes: all of them, or the given one(s)."""
-        from .ops.axes import normalize_axes
-
         axes = normalize_axes(axis, self.ndim, "squeeze", self.shape)
         if axis is None:
             axes = tuple(a for a in axes if self.shape[a] == 1)

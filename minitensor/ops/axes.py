@@ -45,8 +45,10 @@ def mask_array(mask):
     """A mask as the array it holds: a Tensor's data (ops never import Tensor, so a Tensor is
     known by its requires_grad), a list or a Python bool as a NumPy array; an array (NumPy or
     CuPy) and None as they are. The one place a mask is unwrapped."""
-    if mask is None or hasattr(mask, "requires_grad"):
-        return None if mask is None else mask.data
+    if mask is None:
+        return None
+    if hasattr(mask, "requires_grad"):  # a Tensor
+        return mask.data
     return mask if hasattr(mask, "dtype") else np.asarray(mask)
 
 

@@ -10,7 +10,9 @@ B=8, T=256, d=256, 4 heads, causal, float32, 2 threads for PyTorch.
 
 Each side is timed in a process of its own (PyTorch's OpenMP threads spin after its calls and
 slow whatever runs next in the same process); the sides take turns, round after round, and
-each ratio is the median over the rounds. MINITENSOR_BENCH_ROUNDS sets the rounds (3).
+each ratio is the median over the rounds. MINITENSOR_BENCH_ROUNDS sets the rounds (3). Beside the
+ratios: issue 25's target and the floor, the block's multiply-adds at this machine's peak rate
+(benchmarks/common.py) as a fraction of PyTorch's time.
 """
 
 import json
@@ -30,6 +32,18 @@ SIDES = ("minitensor (numba)", "minitensor (numpy)", "hand-written NumPy", "PyTo
 ROUNDS = int(os.environ.get("MINITENSOR_BENCH_ROUNDS", "3"))
 
 B, T, D, HEADS = 8, 256, 256, 4
+TARGET = 0.8  # issue 25: minitensor (numba) at most this times PyTorch's time
+
+
+def block_multiply_adds(attention=True):
+    """Multiply-adds of the block's matrix products, forward and backward, from the shapes: the
+    four d x d projections, the scores q k^T and the weighted sum over every (query, key) pair
+    (dense: a causal kernel may skip up to half of these two), the MLP d -> 4d -> d; backward
+    computes two products for each (a gradient for each operand: x requires grad here).
+    attention=False leaves out the scores and the weighted sum (PyTorch's FlopCounterMode has no
+    formula for its fused CPU attention kernel, so that is what it counts)."""
+    forward = 4 * B * T * D * D + (2 * B * T * T * D if attention else 0) + 2 * B * T * D * 4 * D
+    return 3 * forward
 
 
 def make_models():
@@ -110,6 +124,7 @@ def worker(side):
     torch.set_num_threads(2 if side == "PyTorch eager" else 1)
     ours, theirs = make_models()
     x, dout = _inputs()
+    counted = {}
     if side == "PyTorch eager":
         tx = torch.from_numpy(x).requires_grad_()
         tdout, tmask = torch.from_numpy(dout), torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
@@ -118,6 +133,12 @@ def worker(side):
             theirs.zero_grad()
             tx.grad = None
             theirs(tx, tmask).backward(tdout)
+
+        from torch.utils.flop_counter import FlopCounterMode
+
+        with FlopCounterMode(display=False) as flops:  # one step, before the timed ones
+            step()
+        counted = {"torch_flops": flops.get_total_flops()}
     elif side == "hand-written NumPy":
         def step():
             handwritten(ours, x, dout)
@@ -128,7 +149,7 @@ def worker(side):
             xt = mt.tensor(x, requires_grad=True)
             ours.zero_grad()
             ours(xt, is_causal=True).backward(dout)
-    print(json.dumps({"seconds": best_seconds(step, repeats=7, warmup=2)}))
+    print(json.dumps({"seconds": best_seconds(step, repeats=7, warmup=2), **counted}))
 
 
 def _agree():
@@ -147,19 +168,30 @@ def _agree():
 
 
 def main(rounds=ROUNDS):
-    runs = {side: [] for side in SIDES}
+    from .common import describe_peaks, floor, machine_peaks
+
+    peaks = machine_peaks()
+    runs, torch_flops = {side: [] for side in SIDES}, []
     for _ in range(rounds):
         for side in SIDES:
-            runs[side].append(run_worker("block", side)["seconds"])
+            result = run_worker("block", side)
+            runs[side].append(result["seconds"])
+            torch_flops += [result["torch_flops"]] if "torch_flops" in result else []
     base = runs["PyTorch eager"]
 
     print(f"Pre-norm block forward + backward, B={B} T={T} d={D} heads={HEADS}, causal, float32; "
           f"each side in its own process, {rounds} alternating rounds, median of per-round ratios")
     print(describe_machine())
+    print(describe_peaks(peaks))
+    print(f"  the block's products: {block_multiply_adds():,} multiply-adds counted from the shapes (without "
+          f"the attention's: {block_multiply_adds(attention=False):,}; PyTorch's FlopCounterMode, which does not "
+          f"see its fused CPU attention kernel: {statistics.median(torch_flops) / 2:,.0f}); "
+          f"{floor(block_multiply_adds(), statistics.median(base), peaks)} of PyTorch's time")
     for side in SIDES:
         per_round = [ours / theirs for ours, theirs in zip(runs[side], base)]
+        target = f" (target <= {TARGET}x)" if side == "minitensor (numba)" else ""
         print(f"  {side:24}{statistics.median(runs[side]) * 1e3:8.1f} ms   {statistics.median(per_round):.2f}x "
-              f"of PyTorch (rounds: {', '.join(f'{r:.2f}' for r in per_round)})")
+              f"of PyTorch{target} (rounds: {', '.join(f'{r:.2f}' for r in per_round)})")
     engine_cost = ratio(statistics.median(runs["minitensor (numba)"]), statistics.median(runs["hand-written NumPy"]))
     print(f"  minitensor (numba) / hand-written NumPy: {engine_cost}")
     print(f"  minitensor and the hand-written block agree: {_agree()}")

@@ -1,43 +1,13 @@
-"""Shared by the benchmarks: timing, peak memory, and a note on the BLAS in use."""
+"""Shared by the benchmarks: a note on the BLAS in use, ratios, a side timed in a process of its
+own, and the machine's peak matrix-product rate (the floor under a step's time). Timing and peak
+memory are minitensor.timing's, which the demos use too."""
 
 import json
 import os
 import subprocess
 import sys
-import time
 
-
-def best_seconds(run, repeats=5, warmup=1):
-    """The best of `repeats` timed calls of run(), after `warmup` untimed ones."""
-    for _ in range(warmup):
-        run()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def _status_kb(field):
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def peak_memory_mb(run):
-    """Extra resident memory (MB) at the peak of run(), for every allocator alike
-    (NumPy, Numba's, PyTorch's): reset the kernel's high-water mark, run, read it."""
-    try:
-        with open("/proc/self/clear_refs", "w") as clear:
-            clear.write("5")  # resets VmHWM to the current RSS
-    except OSError:
-        return float("nan")
-    before = _status_kb("VmRSS")
-    run()
-    return (_status_kb("VmHWM") - before) / 1024
+from minitensor.timing import best_seconds, peak_memory_mb  # noqa: F401 (peak_memory_mb: for kernels and train)
 
 
 def describe_machine():
@@ -70,3 +40,73 @@ def run_worker(module, side, env=None):
     if output.returncode:
         raise RuntimeError(f"benchmarks.{module} worker {side!r} failed:\n{output.stderr}")
     return json.loads(output.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------------------
+# the floor: what this machine's arithmetic and memory allow at best
+# ---------------------------------------------------------------------------
+
+PEAK_SIZE = 2048  # the square float32 matmul the peak is measured on
+COPY_MB = 256  # the array copied to measure memory bandwidth (far past every cache)
+
+
+def _peak_worker(library):
+    """One side's peak: the best rate of a large square float32 matmul, on NumPy's BLAS (its own
+    thread count) or PyTorch's (2 threads, as PyTorch runs in every benchmark); NumPy's side also
+    times a large copy for the memory bandwidth. Prints one JSON line."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((PEAK_SIZE, PEAK_SIZE)).astype(np.float32) for _ in range(2))
+    result = {}
+    if library == "torch":
+        import torch
+
+        torch.set_num_threads(2)
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        seconds = best_seconds(lambda: torch.mm(ta, tb), repeats=5, warmup=2)
+    else:
+        seconds = best_seconds(lambda: np.matmul(a, b), repeats=5, warmup=2)
+        source = np.ones(COPY_MB * 2**20 // 4, dtype=np.float32)
+        target = np.empty_like(source)
+        copy_seconds = best_seconds(lambda: np.copyto(target, source), repeats=5, warmup=1)
+        result["copy_gb_per_s"] = 2 * source.nbytes / copy_seconds / 1e9  # read once, written once
+    result["gflops"] = 2 * PEAK_SIZE**3 / seconds / 1e9
+    print(json.dumps(result))
+
+
+def machine_peaks():
+    """{"numpy": GFLOP/s, "torch": GFLOP/s, "peak": the larger, "peak_from": which, "copy": GB/s}:
+    this machine's best matrix-product rate on each side's BLAS, and its copy bandwidth, each
+    measured in a process of its own."""
+    numpy_side, torch_side = run_worker("common", "peak-numpy"), run_worker("common", "peak-torch")
+    peaks = {"numpy": numpy_side["gflops"], "torch": torch_side["gflops"], "copy": numpy_side["copy_gb_per_s"]}
+    peaks["peak_from"] = max(("numpy", "torch"), key=peaks.get)
+    peaks["peak"] = peaks[peaks["peak_from"]]
+    return peaks
+
+
+def describe_peaks(peaks):
+    return (f"this machine's peak: {peaks['numpy']:.0f} GFLOP/s on NumPy's BLAS, {peaks['torch']:.0f} on "
+            f"PyTorch's (2 threads), a {PEAK_SIZE} x {PEAK_SIZE} float32 matmul; the floors use the larger "
+            f"({peaks['peak_from']}); copy bandwidth {peaks['copy']:.1f} GB/s ({COPY_MB} MB float32 copy)")
+
+
+def floor(multiply_adds, reference_seconds, peaks):
+    """The floor beside a ratio to `reference_seconds`: the products' multiply-adds at the peak rate
+    (2 flops each), as a time and as that ratio, which no code can go below."""
+    seconds = 2 * multiply_adds / (peaks["peak"] * 1e9)
+    return (f"floor {seconds / reference_seconds:.2f}x ({multiply_adds / 1e9:.3g} G multiply-adds at "
+            f"{peaks['peak']:.0f} GFLOP/s = {seconds * 1e3:.1f} ms)")
+
+
+def bandwidth_floor(bytes_moved, reference_seconds, peaks):
+    """The floor of a step with no products: the bytes it must read and write at the copy bandwidth."""
+    seconds = bytes_moved / (peaks["copy"] * 1e9)
+    return (f"floor {seconds / reference_seconds:.2f}x (no multiply-adds: {bytes_moved / 1e6:.0f} MB read and "
+            f"written at {peaks['copy']:.1f} GB/s = {seconds * 1e3:.1f} ms)")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--worker"] and sys.argv[2].startswith("peak-"):
+        _peak_worker(sys.argv[2].removeprefix("peak-"))

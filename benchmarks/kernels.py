@@ -4,7 +4,6 @@ Each row times forward + backward of one kernel on the same float32 arrays and
 prints the times and the ratios numba / numpy and numba / torch.
 """
 
-import math
 import os
 import subprocess
 import sys
@@ -112,22 +111,13 @@ def attention_long(torch, rng):
     """B*H = 8, T = 2048, d = 64, causal: the tiled kernel against the materialised one."""
     shape = (2, 4, 2048, 64)
     q, k, v, dout = (rng.standard_normal(shape).astype(np.float32) for _ in range(4))
-    scale = 1 / math.sqrt(64)
-    causal = np.triu(np.ones((2048, 2048), dtype=bool), k=1)
-
-    def materialised():
-        scores = np.where(causal, -np.inf, q @ np.swapaxes(k, -1, -2) * scale)  # (2, 4, T, T)
-        p = ref.softmax(scores, -1)
-        out = p @ v
-        dp = dout @ np.swapaxes(v, -1, -2)
-        ds = ref.softmax_backward(p, dp, -1) * scale
-        return out, ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(p, -1, -2) @ dout
 
     def tiled():
         out, stats = nb.attention(q, k, v, None, None, True)
         nb.attention_backward(q, k, v, out, stats, dout, None, None, True)
 
-    times = {"numpy": best_seconds(materialised, repeats=3), "numba": best_seconds(tiled, repeats=3)}
+    times = {"numpy": best_seconds(lambda: materialised(q, k, v, dout), repeats=3),
+             "numba": best_seconds(tiled, repeats=3)}
     memory = {name: _peak_in_fresh_process(name) for name in ("numpy", "numba", "torch")}
     if torch:
         tq, tk, tv = (torch.from_numpy(a).requires_grad_() for a in (q, k, v))  # 4-D: the fast path
@@ -138,6 +128,19 @@ def attention_long(torch, rng):
 
         times["torch"] = best_seconds(run_torch, repeats=3)
     return "attention fwd+bwd B*H=8 T=2048 d=64 causal", times, memory
+
+
+def materialised(q, k, v, dout):
+    """Forward and backward of attention with every (..., T, T) score held: the definition, written
+    op by op in models/attention.py (the path that returns the weights), on the reference backend."""
+    import minitensor as mt
+    from models.attention import scaled_dot_product_attention
+
+    with mt.use_backend("numpy"):
+        tq, tk, tv = (mt.tensor(a, requires_grad=True) for a in (q, k, v))
+        out, _ = scaled_dot_product_attention(tq, tk, tv, is_causal=True, return_weights=True)
+        out.backward(dout)
+    return out.data, tq.grad, tk.grad, tv.grad
 
 
 def _peak_in_fresh_process(which):
@@ -164,10 +167,7 @@ def attention_memory(which):
         nb.attention_backward(q, k, v, o, s, dout, None, None, True)
 
     def numpy_run():  # the materialised version: (2, 4, T, T) scores and weights
-        causal = np.triu(np.ones((2048, 2048), dtype=bool), k=1)
-        p = ref.softmax(np.where(causal, -np.inf, q @ np.swapaxes(k, -1, -2) / 8.0), -1)
-        ds = ref.softmax_backward(p, dout @ np.swapaxes(v, -1, -2), -1) / 8.0
-        return p @ v, ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(p, -1, -2) @ dout
+        return materialised(q, k, v, dout)
 
     torch = _torch()
 

@@ -2,9 +2,13 @@
 
 - The adding-problem transformer (the seed's model, 56,897 parameters: input projection,
   readout token, learned positions, one pre-norm block of width 64 with 4 heads, final layer
-  norm, linear head; batch 64, T = 100 + 1, Adam, clipping at norm 1), written from the
-  README's names, per training step, on the numba and numpy backends against PyTorch eager
-  with 2 threads; and the peak memory of a step against PyTorch's.
+  norm, linear head; batch 64, T = 100 + 1, Adam, clipping at norm 1): the demo's model
+  (models.transformer.ReadoutTransformer) and the demo's step (models.training.train_step), per
+  training step, on the numba and numpy backends against PyTorch eager with 2 threads; and the
+  peak memory of a step against PyTorch's.
+- Beside each ratio, issue 25's target and the floor: the step's multiply-adds (counted from
+  the shapes; PyTorch's FlopCounterMode printed beside the count) at this machine's peak rate,
+  measured on a large square matmul (benchmarks/common.py), as a fraction of PyTorch's step.
 - The GRU step of the same demo (hidden 64, default backend) with one busy process beside
   it, against its time on the otherwise idle machine.
 - The transformer's step beside a busy process, against its idle time (no target: it
@@ -34,46 +38,56 @@ from .common import run_worker
 BATCH, LENGTH, WIDTH, HEADS = 64, 100, 64, 4
 ROUNDS = int(os.environ.get("MINITENSOR_BENCH_ROUNDS", "5"))
 STEPS = 15  # timed steps per process (the median of them is the process's time per step)
+SOFTMAX_SHAPE = (16, 4, 256, 256)
+TARGETS = {"numba": 1.0, "numpy": 1.5, "softmax": 0.5}  # issue 25: each ratio at most this
+
+
+def step_multiply_adds(attention=True):
+    """Multiply-adds of one training step's matrix products, counted from the shapes: the
+    forward's, then two products in backward for each (a gradient for each operand), except
+    that the input x needs none. Layer norms, GELU, softmax, Adam: no products, not counted.
+    attention=False leaves out the scores and the weighted sum (the part PyTorch's
+    FlopCounterMode does not see: it has no formula for the fused CPU attention kernel)."""
+    tokens = BATCH * (LENGTH + 1)  # the readout token included
+    forward = {
+        "input projection (2 -> d)": BATCH * LENGTH * 2 * WIDTH,
+        "q, k, v and output projections": 4 * tokens * WIDTH * WIDTH,
+        "scores q k^T and weights v (every head)": 2 * BATCH * (LENGTH + 1) ** 2 * WIDTH if attention else 0,
+        "MLP d -> 4d -> d": 2 * tokens * WIDTH * 4 * WIDTH,
+        "head (d -> 1) on the readout token": BATCH * WIDTH,
+    }
+    return sum(forward.values()) * 3 - forward["input projection (2 -> d)"]
+
+
+def softmax_bytes():
+    """Bytes the masked softmax's forward and backward must move at least: forward reads x and
+    writes y; backward reads y and the upstream gradient and writes the input's gradient (float32;
+    the (256, 256) mask is small)."""
+    return 5 * int(np.prod(SOFTMAX_SHAPE)) * 4
 
 
 # ---------------------------------------------------------------------------
-# the two models, as a user writes them
+# the two models: ours as the demo trains it, PyTorch's as a user writes it
 # ---------------------------------------------------------------------------
 
 
 def minitensor_model():
+    """The seed's adding-problem transformer as the demo builds it (models.transformer's
+    ReadoutTransformer) and one step of the loop the demo trains it with (models.training)."""
     import minitensor as mt
-    from minitensor.nn import Embedding, Linear, Module, Parameter
-    from models.layernorm import LayerNorm
-    from models.transformer import Block
-
-    class AddingTransformer(Module):
-        def __init__(self):
-            super().__init__()
-            self.project = Linear(2, WIDTH)
-            self.readout = Parameter(np.random.default_rng(0).normal(0, 0.02, (1, 1, WIDTH)).astype(np.float32))
-            self.pos = Embedding(LENGTH + 1, WIDTH)
-            self.block = Block(WIDTH, HEADS)
-            self.ln = LayerNorm(WIDTH)
-            self.head = Linear(WIDTH, 1)
-
-        def forward(self, x):
-            B = x.shape[0]
-            h = mt.cat([self.readout.expand(B, 1, WIDTH), self.project(x)], axis=1)  # (B, T+1, d)
-            h = self.block(h + self.pos(np.arange(LENGTH + 1)))
-            return self.head(self.ln(h[:, 0]))
+    from models.training import train_step
+    from models.transformer import ReadoutTransformer
 
     mt.manual_seed(0)
-    model = AddingTransformer()
+    model = ReadoutTransformer(2, WIDTH, HEADS, 1, LENGTH)
     opt = mt.optim.Adam(model.parameters(), lr=3e-3)
 
+    def loss_of(batch):
+        x, y = batch
+        return mt.F.mse_loss(model(mt.tensor(x)), mt.tensor(y))
+
     def step(x, y):
-        loss = mt.F.mse_loss(model(mt.tensor(x)), mt.tensor(y))
-        opt.zero_grad()
-        loss.backward()
-        mt.optim.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        return loss.item()
+        return train_step(model, opt, loss_of, (x, y), max_norm=1.0).item()
 
     return model, step
 
@@ -152,10 +166,12 @@ def _median_step_seconds(step, batches, steps=STEPS, warmup=3):
 
 
 def _batches(n=8):
-    from demos.tasks import adding_problem
-
+    """n batches shaped as the adding problem's, (B, T, 2) inputs and (B, 1) targets: the time of a
+    step does not depend on the values, so they are uniform draws (values and targets in [0, 1]
+    and [0, 2], as the task's)."""
     rng = np.random.default_rng(0)
-    return [adding_problem(BATCH, LENGTH, rng) for _ in range(n)]
+    return [(rng.uniform(0, 1, (BATCH, LENGTH, 2)).astype(np.float32),
+             rng.uniform(0, 2, (BATCH, 1)).astype(np.float32)) for _ in range(n)]
 
 
 def worker(side):
@@ -167,8 +183,14 @@ def worker(side):
     if side.startswith("products-"):
         return _products_worker(side.removeprefix("products-"))
     batches = _batches()
+    counted = {}
     if side == "torch":
+        from torch.utils.flop_counter import FlopCounterMode
+
         _, step = torch_model()
+        with FlopCounterMode(display=False) as flops:  # one step, before the timed ones
+            step(*batches[0])
+        counted["torch_flops"] = flops.get_total_flops()
     elif side == "gru":
         step = gru_step_fn()
     else:
@@ -182,14 +204,14 @@ def worker(side):
     timed = []
     steps = STEPS if side != "gru" else 5
     peak = peak_memory_mb(lambda: timed.append(_median_step_seconds(step, batches, steps=steps)))
-    print(json.dumps({"seconds": timed[0], "peak_mb": peak}))
+    print(json.dumps({"seconds": timed[0], "peak_mb": peak, **counted}))
 
 
 def _softmax_worker():
     import minitensor as mt
 
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((16, 4, 256, 256)).astype(np.float32)
+    x = rng.standard_normal(SOFTMAX_SHAPE).astype(np.float32)
     mask = np.triu(np.ones((256, 256), dtype=bool), k=1)  # a causal mask, broadcast over (16, 4)
     result = {}
     for backend in ("numba", "numpy"):
@@ -293,25 +315,34 @@ def _idle_and_beside_a_busy_process(side, rounds):
 
 
 def main(rounds=ROUNDS):
-    from .common import describe_machine
+    from .common import bandwidth_floor, describe_machine, describe_peaks, floor, machine_peaks
 
     print(f"Adding-problem training step: batch {BATCH}, T = {LENGTH} + 1, d = {WIDTH}, {HEADS} heads; "
           f"each side in its own process, {rounds} alternating rounds, median of per-round ratios")
     print(describe_machine())
+    peaks = machine_peaks()
+    print(describe_peaks(peaks))
     results = {side: [] for side in ("numba", "numpy", "torch")}
     for _ in range(rounds):
         for side in results:
             results[side].append(_run_worker(side))
     per_step = {side: statistics.median(r["seconds"] for r in runs) for side, runs in results.items()}
+    multiply_adds = step_multiply_adds()
+    torch_multiply_adds = statistics.median(r["torch_flops"] for r in results["torch"]) / 2
+    print(f"  the step's products: {multiply_adds:,} multiply-adds counted from the shapes; without the "
+          f"attention's {step_multiply_adds(attention=False):,}, where PyTorch's FlopCounterMode counts "
+          f"{torch_multiply_adds:,.0f} (it does not see its fused CPU attention kernel)")
     for side in ("numba", "numpy"):
         ratios = [ours["seconds"] / theirs["seconds"] for ours, theirs in zip(results[side], results["torch"])]
         memory = (statistics.median(r["peak_mb"] for r in results[side])
                   / max(statistics.median(r["peak_mb"] for r in results["torch"]), 1e-9))
         print(f"  minitensor ({side}): {per_step[side] * 1e3:7.1f} ms per step, {statistics.median(ratios):.2f}x "
-              f"PyTorch eager (rounds: {', '.join(f'{r:.2f}' for r in ratios)}); peak memory "
+              f"PyTorch eager (target <= {TARGETS[side]}x; {floor(multiply_adds, per_step['torch'], peaks)}) "
+              f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)}); peak memory "
               f"{statistics.median(r['peak_mb'] for r in results[side]):.1f} MB, {memory:.2f}x PyTorch's")
     print(f"  PyTorch eager (2 threads): {per_step['torch'] * 1e3:7.1f} ms per step, peak memory "
-          f"{statistics.median(r['peak_mb'] for r in results['torch']):.1f} MB")
+          f"{statistics.median(r['peak_mb'] for r in results['torch']):.1f} MB; the floor alone: "
+          f"{2 * multiply_adds / (peaks['peak'] * 1e9) * 1e3:.1f} ms")
 
     idle, busy, gru_ratios = _idle_and_beside_a_busy_process("gru", rounds)
     print(f"GRU training step (hidden 64, batch {BATCH}, T = {LENGTH}, default backend): idle "
@@ -335,10 +366,12 @@ def main(rounds=ROUNDS):
 
     softmax = [_run_worker("softmax") for _ in range(max(3, rounds // 2))]
     softmax_ratios = [r["numba"] / r["numpy"] for r in softmax]
-    print(f"User-level masked softmax forward + backward, (16, 4, 256, 256) float32: numba "
+    numpy_softmax = statistics.median(r["numpy"] for r in softmax)
+    print(f"User-level masked softmax forward + backward, {SOFTMAX_SHAPE} float32: numba "
           f"{statistics.median(r['numba'] for r in softmax) * 1e3:.1f} ms, numpy "
-          f"{statistics.median(r['numpy'] for r in softmax) * 1e3:.1f} ms: {statistics.median(softmax_ratios):.2f}x "
-          f"the numpy backend")
+          f"{numpy_softmax * 1e3:.1f} ms: {statistics.median(softmax_ratios):.2f}x "
+          f"the numpy backend (target <= {TARGETS['softmax']}x; "
+          f"{bandwidth_floor(softmax_bytes(), numpy_softmax, peaks)})")
 
 
 if __name__ == "__main__":

@@ -1,20 +1,23 @@
 """Time and peak memory of one causal attention forward, for demos/efficient_attention.py, which
 runs `measure` in a fresh process for each point so that no run reuses another's memory."""
 
-import math
 import time
 
 import numpy as np
 
+import minitensor as mt
 from minitensor.backends import numba_backend, numpy_backend
 from minitensor.backends.numba_backend import SHORT_KEYS
-from models.attention import causal_mask
+from minitensor.timing import peak_memory_mb
+from models.attention import scaled_dot_product_attention
 
 
 def materialised(q, k, v):
-    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])  # (..., T, T): every score at once
-    causal = causal_mask(*scores.shape[-2:])
-    return numpy_backend.softmax(scores, -1, causal) @ v
+    """Every (..., T, T) score at once: the definition, written op by op in models/attention.py
+    (the path that returns the weights), on the reference backend, recording no graph."""
+    with mt.no_grad(), mt.use_backend("numpy"):
+        out, _ = scaled_dot_product_attention(*map(mt.tensor, (q, k, v)), is_causal=True, return_weights=True)
+    return out.data
 
 
 KERNELS = {
@@ -28,8 +31,6 @@ def measure(method, T, repeats=None):
     """Seconds and peak extra MB of one causal forward at length T, 8 heads of 64, float32: the
     time is the best of `repeats` calls after the one that measured memory (default: 3 up to
     T = 1,024, where one call is short and the timer's noise is not, then 1)."""
-    from benchmarks.common import peak_memory_mb
-
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((8, T, 64)).astype(np.float32) for _ in range(3))
     kernel = KERNELS[method]

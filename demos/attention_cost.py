@@ -11,7 +11,7 @@
 import numpy as np
 
 import minitensor as mt
-from benchmarks.common import best_seconds
+from minitensor.timing import best_seconds
 
 from demos._common import QUICK, Checks, plt, save
 

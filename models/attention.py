@@ -4,6 +4,12 @@ heads), the KV cache, and multi-head latent attention.
 Shapes are batch first: x is (B, T, d). Masks follow the seeds and
 torch.nn.MultiheadAttention: in a boolean mask True marks a hidden position;
 a float mask is added to the scores.
+
+Built from minitensor's public names only (mt, F, nn): F.hidden_mask reads either mask
+convention, F.attention_mask checks a mask against the scores' shape before a layer changes
+anything, and F.attention_scale is the default 1 / sqrt(d_k). The fused kernel is the
+backend's (F.scaled_dot_product_attention); the materialised path below, which also returns
+the weights, is the definition it is tested against.
 """
 
 import math
@@ -13,8 +19,6 @@ import numpy as np
 import minitensor as mt
 from minitensor import F
 from minitensor.nn import Linear, Module, init
-from minitensor.backends.numpy_backend import default_scale
-from minitensor.ops.axes import check_mask
 
 
 def causal_mask(T, S=None):
@@ -32,12 +36,7 @@ def padding_mask(lengths, T):
     """(B, 1, 1, T) boolean, True at the padded positions j >= lengths[b] of each sequence;
     it broadcasts over heads and queries, hiding the padding from every query."""
     lengths = np.asarray(lengths)
-    return (np.arange(T)[None, :] >= lengths[:, None])[:, None, None, :]
-
-
-def _mask_as_array(mask):
-    """A mask given as a Tensor, an array or nested lists, as a plain array (None stays None)."""
-    return mask.data if isinstance(mask, mt.Tensor) else (None if mask is None else np.asarray(mask))
+    return (np.arange(T)[None, :] >= lengths[:, None])[:, None, None, :]  # (1, T) >= (B, 1) -> (B, T) -> (B, 1, 1, T)
 
 
 def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, *,
@@ -48,9 +47,10 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
     rule: `mask=` True hides, PyTorch's `attn_mask` True takes part), plus `return_weights`.
     Without it this is the backend's fused, tiled kernel (no T x T scores held). With
     return_weights=True the scores are materialised, written out op by op, so the weights
-    can be returned: (output, weights). The two paths are tested equal.
+    can be returned: (output, weights). The two paths are tested equal. A mask may be an
+    array, nested lists or a Tensor.
     """
-    mask = _mask_as_array(F.hidden_mask(attn_mask, mask, dropout_p, "scaled_dot_product_attention"))
+    mask = F.hidden_mask(attn_mask, mask, dropout_p, "scaled_dot_product_attention")  # an array, or None
     if not return_weights:
         return F.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal, scale=scale)
     # BEGIN SOLUTION attention_masks
@@ -58,14 +58,13 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
     hidden = np.zeros((q.shape[-2], k.shape[-2]), dtype=bool)
     if is_causal:
         hidden = causal_mask(q.shape[-2], k.shape[-2])
-    scale = default_scale(q.shape[-1]) if scale is None else scale  # 1 / sqrt(d_k)
-    scores = (q @ k.swapaxes(-1, -2)) * scale  # (..., Tq, Tk)
-    if mask is not None:
-        mask = check_mask(mask, scores_shape, "scaled_dot_product_attention", scores_dtype=scores.dtype)
-        if mask.dtype == np.bool_:
-            hidden = hidden | mask
-        else:
-            scores = scores + mt.tensor(mask)
+    scale = F.attention_scale(q.shape[-1]) if scale is None else scale  # 1 / sqrt(d_k)
+    scores = (q @ k.swapaxes(-1, -2)) * scale  # (..., Tq, d_k) @ (..., d_k, Tk) -> (..., Tq, Tk)
+    mask = F.attention_mask(mask, scores_shape, "scaled_dot_product_attention", scores.dtype)
+    if mask is not None and mask.dtype == np.bool_:
+        hidden = hidden | mask
+    elif mask is not None:
+        scores = scores + mt.tensor(mask)
     weights = scores.softmax(axis=-1, mask=np.broadcast_to(hidden, scores.shape))  # hidden -> 0
     return weights @ v, weights
     # END SOLUTION
@@ -76,7 +75,7 @@ def split_heads(x, heads):
     as a sequence of its own (the heads become a batch axis)."""
     # BEGIN SOLUTION multihead_split_merge
     B, T, width = x.shape
-    return x.reshape(B, T, heads, width // heads).transpose(1, 2)  # (B, heads, T, d_head)
+    return x.reshape(B, T, heads, width // heads).transpose(1, 2)  # (B, T, heads, d_head) -> (B, heads, T, d_head)
     # END SOLUTION
 
 
@@ -84,7 +83,7 @@ def merge_heads(x):
     """(B, heads, T, d_head) -> (B, T, heads * d_head): concatenate the heads' outputs per token."""
     # BEGIN SOLUTION multihead_split_merge
     B, heads, T, d_head = x.shape
-    return x.transpose(1, 2).reshape(B, T, heads * d_head)
+    return x.transpose(1, 2).reshape(B, T, heads * d_head)  # (B, T, heads, d_head) -> (B, T, heads * d_head)
     # END SOLUTION
 
 
@@ -105,8 +104,8 @@ class KVCache:
         if self.k is None:
             self.k, self.v = k.detach(), v.detach()
         else:
-            self.k = mt.cat([self.k, k.detach()], axis=-2)
-            self.v = mt.cat([self.v, v.detach()], axis=-2)
+            self.k = mt.cat([self.k, k.detach()], axis=-2)  # (B, H_kv, s, d_head) + (B, H_kv, t, d_head) -> s + t
+            self.v = mt.cat([self.v, v.detach()], axis=-2)  # the same for the values
         return self.k, self.v
         # END SOLUTION
 
@@ -194,9 +193,9 @@ class MultiHeadAttention(Module):
         source = x if context is None else context  # cross-attention: keys and values from context
         S = source.shape[1] + (0 if cache is None else len(cache))  # keys seen: the cached ones, then these
         H, G, dh = self.heads, self.heads // self.kv_heads, self.d_head
-        mask = _mask_as_array(mask)
-        if mask is not None:  # before the cache grows: a failed call must leave it as it was
-            mask = check_mask(mask, (B, H, T, S), "MultiHeadAttention", scores_dtype=x.dtype)
+        # Checked before the cache grows (a failed call must leave it as it was), against the
+        # (B, H, T, S) scores the caller has in mind, so that an error names those shapes.
+        mask = F.attention_mask(mask, (B, H, T, S), "MultiHeadAttention", x.dtype)
 
         q = split_heads(self.w_q(x), H)  # (B, H, T, dh)
         k = split_heads(self.w_k(source), self.kv_heads)  # (B, Hkv, S_new, dh)
@@ -207,16 +206,17 @@ class MultiHeadAttention(Module):
             k, v = cache.update(k, v)  # (B, Hkv, S, dh)
         # Grouped heads: G query heads share one key/value head. Give the queries a group
         # axis, (B, Hkv, G, T, dh), and the keys a size-1 one, (B, Hkv, 1, S, dh): they broadcast.
-        q = q.reshape(B, self.kv_heads, G, T, dh)
-        k, v = k.unsqueeze(2), v.unsqueeze(2)
-        if mask is not None and mask.ndim >= 3:  # a per-head or per-batch mask: split its heads too
-            mask = np.broadcast_to(mask, (B, H, T, S)).reshape(B, self.kv_heads, G, T, S)
+        # A per-head or per-batch mask has its heads split the same way.
+        q = q.reshape(B, self.kv_heads, G, T, dh)  # (B, H, T, dh) -> (B, Hkv, G, T, dh)
+        k, v = k.unsqueeze(2), v.unsqueeze(2)  # (B, Hkv, S, dh) -> (B, Hkv, 1, S, dh)
+        if mask is not None and mask.ndim >= 3:
+            mask = np.broadcast_to(mask, (B, H, T, S)).reshape(B, self.kv_heads, G, T, S)  # -> (B, Hkv, G, T, S)
         result = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal, return_weights=need_weights)
         out, weights = result if need_weights else (result, None)
-        out = merge_heads(out.reshape(B, H, T, dh))  # (B, T, d): concatenate the heads
+        out = merge_heads(out.reshape(B, H, T, dh))  # (B, Hkv, G, T, dh) -> (B, H, T, dh) -> (B, T, d)
         out = self.w_o(out)
         if need_weights:
-            return out, weights.reshape(B, H, T, S)
+            return out, weights.reshape(B, H, T, S)  # (B, Hkv, G, T, S) -> (B, H, T, S)
         return out
 
     @classmethod
@@ -262,10 +262,9 @@ class MultiHeadLatentAttention(Module):
             )
         B, T, _ = x.shape
         H = self.heads
-        mask = _mask_as_array(mask)
-        if mask is not None:  # before the cache grows: a failed call must leave it as it was
-            S = T + (0 if cache is None else len(cache))
-            mask = check_mask(mask, (B, H, T, S), "MultiHeadLatentAttention", scores_dtype=x.dtype)
+        S = T + (0 if cache is None else len(cache))  # keys seen: the cached ones, then these
+        # checked before the cache grows: a failed call must leave it as it was
+        mask = F.attention_mask(mask, (B, H, T, S), "MultiHeadLatentAttention", x.dtype)
         c = self.w_dkv(x)  # (B, T, d_latent): all that is cached
         if cache is not None:
             c = cache.update(c)  # (B, S, d_latent)
@@ -290,7 +289,7 @@ class LatentCache:
                 f"shape {self.c.shape} (all axes but the token axis 1 must match)"
             )
         # BEGIN SOLUTION kv_cache
-        self.c = c.detach() if self.c is None else mt.cat([self.c, c.detach()], axis=1)
+        self.c = c.detach() if self.c is None else mt.cat([self.c, c.detach()], axis=1)  # (B, s + t, d_latent)
         return self.c
         # END SOLUTION
 

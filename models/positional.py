@@ -14,9 +14,9 @@ def sinusoidal(T, d, base=10000.0):
     if d % 2:
         raise ValueError(f"sinusoidal: d must be even, got {d}")
     omega = base ** (-np.arange(0, d, 2) / d)  # (d/2,) frequencies
-    angle = np.arange(T)[:, None] * omega[None, :]  # (T, d/2)
+    angle = np.arange(T)[:, None] * omega[None, :]  # (T, 1) * (1, d/2) -> (T, d/2)
     table = np.empty((T, d))
-    table[:, 0::2], table[:, 1::2] = np.sin(angle), np.cos(angle)
+    table[:, 0::2], table[:, 1::2] = np.sin(angle), np.cos(angle)  # (T, d/2) each, into the even and odd columns
     return mt.tensor(table.astype(mt.get_default_dtype()))
 
 
@@ -50,11 +50,11 @@ def rope(x, base=10000.0, offset=0):
     if d % 2:
         raise ValueError(f"rope: the last axis must be even, got {d}")
     omega = base ** (-np.arange(0, d, 2) / d)  # (d/2,)
-    angle = np.arange(offset, offset + T)[:, None] * omega  # (T, d/2)
+    angle = np.arange(offset, offset + T)[:, None] * omega  # (T, 1) * (d/2,) -> (T, d/2)
     cos, sin = mt.tensor(np.cos(angle).astype(x.dtype)), mt.tensor(np.sin(angle).astype(x.dtype))
     even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, d/2) each
     rotated = mt.stack([even * cos - odd * sin, even * sin + odd * cos], axis=-1)  # (..., T, d/2, 2)
-    return rotated.reshape(x.shape)  # interleave back: (2j, 2j+1)
+    return rotated.reshape(x.shape)  # (..., T, d/2, 2) -> (..., T, d): interleaved back, (2j, 2j+1)
 
 
 def alibi_slopes(heads):
@@ -73,8 +73,8 @@ def alibi_slopes(heads):
 def alibi_bias(heads, T, S=None):
     """(heads, T, S) float bias -m_h |i - j| added to the scores: a penalty growing with distance."""
     S = T if S is None else S
-    distance = np.abs(np.arange(T)[:, None] + (S - T) - np.arange(S)[None, :])  # (T, S)
-    return (-alibi_slopes(heads)[:, None, None] * distance).astype(mt.get_default_dtype())
+    distance = np.abs(np.arange(T)[:, None] + (S - T) - np.arange(S)[None, :])  # (T, 1) - (1, S) -> (T, S)
+    return (-alibi_slopes(heads)[:, None, None] * distance).astype(mt.get_default_dtype())  # -> (heads, T, S)
 
 
 def t5_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
@@ -135,6 +135,6 @@ class T5RelativeBias(Module):
             raise ValueError(
                 f"T5RelativeBias: the queries must be the last T of the S keys (0 <= T <= S), got T={T}, S={S}"
             )
-        offsets = np.arange(S)[None, :] - (np.arange(T)[:, None] + S - T)  # (T, S): j - i
+        offsets = np.arange(S)[None, :] - (np.arange(T)[:, None] + S - T)  # (1, S) - (T, 1) -> (T, S): j - i
         buckets = t5_bucket(offsets, self.bidirectional, self.num_buckets, self.max_distance)
-        return self.table(buckets).permute(2, 0, 1)  # (heads, T, S)
+        return self.table(buckets).permute(2, 0, 1)  # (T, S, heads) -> (heads, T, S)

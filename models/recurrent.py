@@ -30,18 +30,18 @@ class _Recurrent(Module):
     def forward(self, x, h0=None):
         """x (B, T, input_size) -> outputs (B, T, hidden), final state (1, B, hidden)."""
         B, T, _ = x.shape
-        h = mt.zeros(B, self.hidden_size, dtype=x.dtype) if h0 is None else h0.reshape(B, self.hidden_size)
+        h = mt.zeros(B, self.hidden_size, dtype=x.dtype) if h0 is None else h0.reshape(B, self.hidden_size)  # (B, H)
         outputs = []
         # Transposed once, not at every step: each transpose is a node of the graph, and a GRU
         # step's cost is its number of nodes (the arrays are small).
-        weight_ih, weight_hh = self.weight_ih_l0.T, self.weight_hh_l0.T  # (in, gates*hidden), (hidden, gates*hidden)
+        weight_ih, weight_hh = self.weight_ih_l0.T, self.weight_hh_l0.T  # (g*hidden, in) -> (in, g*hidden)
         for t in range(T):
             # One step's input projection at a time: projecting all T steps at once and slicing
             # would send a full (B, T, gates*hidden) gradient back through every one of T slices.
-            input_part = x[:, t] @ weight_ih + self.bias_ih_l0  # (B, gates*hidden)
+            input_part = x[:, t] @ weight_ih + self.bias_ih_l0  # x[:, t]: (B, in); (B, g*hidden)
             h = self.cell(input_part, h, weight_hh)
             outputs.append(h)
-        return mt.stack(outputs, axis=1), h.unsqueeze(0)
+        return mt.stack(outputs, axis=1), h.unsqueeze(0)  # (B, T, hidden), (1, B, hidden)
 
     @classmethod
     def from_torch(cls, module):
@@ -59,7 +59,7 @@ class RNN(_Recurrent):
 
     def cell(self, input_part, h, weight_hh=None):
         """One step: input_part = W_ih x_t + b_ih; weight_hh = W_hh.T when the caller made it once."""
-        weight_hh = self.weight_hh_l0.T if weight_hh is None else weight_hh
+        weight_hh = self.weight_hh_l0.T if weight_hh is None else weight_hh  # (hidden, hidden) transposed
         return (input_part + h @ weight_hh + self.bias_hh_l0).tanh()
 
 
@@ -73,12 +73,12 @@ class GRU(_Recurrent):
 
     def cell(self, input_part, h, weight_hh=None):
         """One step: input_part = W_ih x_t + b_ih; weight_hh = W_hh.T when the caller made it once."""
-        weight_hh = self.weight_hh_l0.T if weight_hh is None else weight_hh
+        weight_hh = self.weight_hh_l0.T if weight_hh is None else weight_hh  # (3H, H) -> (H, 3H)
         H = self.hidden_size
         hidden_part = h @ weight_hh + self.bias_hh_l0  # (B, 3H)
-        gates = (input_part[:, : 2 * H] + hidden_part[:, : 2 * H]).sigmoid()  # r and z in one op: (B, 2H)
-        r, z = gates[:, :H], gates[:, H:]
-        n = (input_part[:, 2 * H :] + r * hidden_part[:, 2 * H :]).tanh()
+        gates = (input_part[:, : 2 * H] + hidden_part[:, : 2 * H]).sigmoid()  # r and z in one op: (B, 3H) -> (B, 2H)
+        r, z = gates[:, :H], gates[:, H:]  # (B, 2H) -> (B, H) each
+        n = (input_part[:, 2 * H :] + r * hidden_part[:, 2 * H :]).tanh()  # the n parts: (B, 3H) -> (B, H)
         return n + z * (h - n)  # = (1 - z) * n + z * h, in three ops instead of four
 
 

@@ -1,5 +1,5 @@
-"""The training loop the demos and the tests share: Adam on a fresh batch each step, with the
-gradient norm clipped, as the seed's adding-problem and alignment experiments train."""
+"""The training loop the demos, the tests and the benchmarks share: Adam on a fresh batch each
+step, with the gradient norm clipped, as the seed's adding-problem and alignment experiments train."""
 
 from tqdm import tqdm
 
@@ -25,9 +25,17 @@ def train(model, loss_of, next_batch, steps, lr=3e-3, max_norm=1.0, evaluate=Non
                 break
         if step == steps:
             break
-        loss = loss_of(next_batch())
-        opt.zero_grad()
-        loss.backward()
-        mt.optim.clip_grad_norm_(model.parameters(), max_norm)
-        opt.step()
+        loss = train_step(model, opt, loss_of, next_batch(), max_norm)
     return (None if loss is None else loss.item()), curve
+
+
+def train_step(model, opt, loss_of, batch, max_norm=1.0):
+    """One step of the loop above: the loss on `batch` (loss_of(batch), a scalar Tensor), its
+    gradients, the gradient norm clipped to max_norm, one step of `opt`. Returns the loss.
+    benchmarks/train.py times this step against PyTorch's."""
+    loss = loss_of(batch)
+    opt.zero_grad()
+    loss.backward()
+    mt.optim.clip_grad_norm_(model.parameters(), max_norm)
+    opt.step()
+    return loss

@@ -159,20 +159,20 @@ class GPT(Module):
                 if use_cache:
                     logits = self(new_input, caches)
                 else:
-                    logits = self(tokens[:, -self.context :])
-                last = logits.data[:, -1, :].astype(np.float64)  # (B, vocab)
+                    logits = self(tokens[:, -self.context :])  # (B, t) -> (B, min(t, context))
+                last = logits.data[:, -1, :].astype(np.float64)  # (B, t, vocab) -> (B, vocab)
                 if temperature == 0:
                     chosen = last.argmax(axis=-1)
                 else:
                     last = last / temperature
                     if top_k is not None:
-                        kth = np.sort(last, axis=-1)[:, -min(top_k, last.shape[-1])][:, None]
+                        kth = np.sort(last, axis=-1)[:, -min(top_k, last.shape[-1])][:, None]  # -> (B, 1)
                         last = np.where(last < kth, -np.inf, last)
                     probabilities = np.exp(last - last.max(axis=-1, keepdims=True))
                     probabilities /= probabilities.sum(axis=-1, keepdims=True)
                     chosen = np.array([generator().choice(len(p), p=p) for p in probabilities])
-                tokens = np.concatenate([tokens, chosen[:, None]], axis=1)
-                new_input = chosen[:, None]
+                tokens = np.concatenate([tokens, chosen[:, None]], axis=1)  # (B, t) and (B, 1) -> (B, t + 1)
+                new_input = chosen[:, None]  # (B,) -> (B, 1)
         return tokens
 
 
@@ -260,12 +260,12 @@ class ReadoutTransformer(Module):
 
     def forward(self, x, return_attention=False):
         B, T, _ = x.shape
-        h = mt.cat([self.readout.expand(B, 1, self.readout.shape[-1]), self.project(x)], axis=1)  # (B, T+1, d)
+        h = mt.cat([self.readout.expand(B, 1, self.readout.shape[-1]), self.project(x)], axis=1)  # (B, 1+T, d)
         h = h + self.pos(np.arange(T + 1))
         weights = None
         for block in self.blocks:
             if return_attention:  # the readout token's attention in the last block, for the figure
                 _, weights = block.attn(block.ln1(h), need_weights=True)
             h = block(h)
-        y = self.head(self.ln(h[:, 0]))  # (B, outputs)
+        y = self.head(self.ln(h[:, 0]))  # h[:, 0]: (B, T+1, d) -> (B, d), the readout token; y (B, outputs)
         return (y, weights) if return_attention else y

@@ -10,9 +10,9 @@ def patches(images, patch):
     B, C, H, W = images.shape
     if H % patch or W % patch:
         raise ValueError(f"patches: image size {H}x{W} is not a multiple of the patch size {patch}")
-    grid = images.reshape(B, C, H // patch, patch, W // patch, patch)  # (B, C, gh, P, gw, P)
-    grid = grid.permute(0, 2, 4, 1, 3, 5)  # (B, gh, gw, C, P, P)
-    return grid.reshape(B, (H // patch) * (W // patch), C * patch * patch)
+    grid = images.reshape(B, C, H // patch, patch, W // patch, patch)  # (B, C, H, W) -> (B, C, gh, P, gw, P)
+    grid = grid.permute(0, 2, 4, 1, 3, 5)  # (B, C, gh, P, gw, P) -> (B, gh, gw, C, P, P)
+    return grid.reshape(B, (H // patch) * (W // patch), C * patch * patch)  # -> (B, gh * gw, C * P * P)
 
 
 class PatchEmbedding(Module):
@@ -31,6 +31,6 @@ class PatchEmbedding(Module):
         """Copy a Conv2d(C, d, kernel_size=P, stride=P): its (d, C, P, P) kernel is our (d, C*P*P) matrix."""
         d, C, P, _ = conv.weight.shape
         ours = cls(P, C, d)
-        ours.project.weight = Parameter(conv.weight.detach().numpy().reshape(d, C * P * P).copy())
+        ours.project.weight = Parameter(conv.weight.detach().numpy().reshape(d, C * P * P).copy())  # -> (d, C*P*P)
         ours.project.bias = Parameter(conv.bias.detach().numpy().copy())
         return ours

@@ -16,7 +16,7 @@ from hypothesis.extra import numpy as hnp
 import minitensor as mt
 from minitensor import backends
 from minitensor.backends import numpy_backend as reference
-from models.attention import causal_mask
+from models.attention import scaled_dot_product_attention as materialised_attention
 
 
 def _load_or_skip(name):
@@ -192,17 +192,11 @@ def test_matmul_matches_reference(backend, data):
 
 
 def naive_attention(q, k, v, mask, is_causal):
-    """The materialised definition: softmax(q k^T / sqrt(d) + mask) v, every score at once."""
-    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-    hidden = np.zeros(scores.shape, dtype=bool)
-    if mask is not None and mask.dtype == bool:
-        hidden |= mask
-    elif mask is not None:
-        scores = scores + mask
-    if is_causal:
-        tq, tk = scores.shape[-2:]
-        hidden |= causal_mask(tq, tk)  # the queries are the last tq of the tk positions
-    return reference.softmax(scores, -1, hidden) @ v
+    """The materialised definition, softmax(q k^T / sqrt(d) + mask) v with every score at once:
+    models/attention.py's op-by-op path (the one that returns the weights), on the reference backend."""
+    with mt.use_backend("numpy"), mt.no_grad():
+        out, _ = materialised_attention(*map(mt.tensor, (q, k, v)), mask=mask, is_causal=is_causal, return_weights=True)
+    return out.data
 
 
 @st.composite
@@ -369,8 +363,7 @@ def test_attention_backward_equals_autograd_through_the_materialised_graph():
         if fused:
             out = mt.F.scaled_dot_product_attention(q, k, v, mask=mask)
         else:
-            scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(8)
-            out = scores.softmax(axis=-1, mask=mask) @ v
+            out, _ = materialised_attention(q, k, v, mask=mask, return_weights=True)
         out.backward(upstream)
         grads.append([t.grad for t in (q, k, v)])
     for fused_grad, composed_grad in zip(*grads):

@@ -22,3 +22,15 @@ def test_a_minitensor_training_step_lowers_the_loss_on_one_batch(backend):
         x, y = train._batches(1)[0]
         losses = [step(x, y) for _ in range(5)]
     assert np.isfinite(losses).all() and losses[-1] < losses[0]
+
+
+def test_the_floors_multiply_adds_are_pytorchs_count_of_the_same_step():
+    """The floor's count from the shapes against PyTorch's FlopCounterMode on its step (which has no
+    formula for the fused CPU attention kernel, so the attention's part is left out of both)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    _, step = train.torch_model()
+    x, y = train._batches(1)[0]
+    with FlopCounterMode(display=False) as flops:
+        step(x, y)
+    assert flops.get_total_flops() == 2 * train.step_multiply_adds(attention=False)

@@ -73,7 +73,7 @@ CASES = [
      r"\(T, D, 4 \* D\), \(T, 4 \* D, D\)|2 \* T \* d \* \(4 \* d\) \* 2"),
     ("demo_attention_cost", "demos/attention_cost.py", r"\(T, D, T\), \(T, T, D\)|2 \* T \* T \* d \* 2"),
     ("pre_norm_block", "examples/backward_page.py", PRE_NORM_FORMULA),
-    ("tiled_attention", "benchmarks/kernels.py", r"ds = ref\.softmax_backward"),
+    ("tiled_attention", "benchmarks/block.py", r"dscores = ref\.softmax_backward"),
     ("gradcheck_central_difference", "minitensor/backward_page/check.py", CENTRAL_DIFFERENCE),
     ("softmax_backward", "minitensor/backward_page/collect.py", SOFTMAX_BACKWARD + r"|d_weights - \(grad_out \* out\)"),
     ("attention_masks", "minitensor/backward_page/collect.py", CAUSAL_OFFSET + r"|\[:, None\] \+ \(tk - tq\)"),

@@ -3,6 +3,8 @@
 import numpy as np
 
 from .. import ops
+from ..backends.numpy_backend import default_scale
+from ..ops.axes import check_mask, mask_array
 from ..random import generator
 from ..tensor import Tensor
 
@@ -66,11 +68,22 @@ def hidden_mask(attn_mask, mask, dropout_p, op):
             f"{op}: give attn_mask (PyTorch's: True takes part) or mask (minitensor's: True hides), not both"
         )
     if attn_mask is None:
-        return mask.data if isinstance(mask, Tensor) else mask
-    attn_mask = attn_mask.data if isinstance(attn_mask, Tensor) else attn_mask
-    if not hasattr(attn_mask, "dtype"):  # a list or a Python bool
-        attn_mask = np.asarray(attn_mask)
+        return mask_array(mask)
+    attn_mask = mask_array(attn_mask)
     return ~attn_mask if attn_mask.dtype == np.bool_ else attn_mask
+
+
+def attention_mask(mask, scores_shape, op, scores_dtype):
+    """`mask` (boolean, True hides; or float, added) checked against attention scores of shape
+    scores_shape = (batch..., queries, keys) by the one mask rule (ops/axes.py: check_mask), as
+    an array in the scores' dtype; None stays None. For a layer that must check its mask before
+    it changes anything (a KV cache), with errors that name the layer and its shapes."""
+    return None if mask is None else check_mask(mask, scores_shape, op, scores_dtype=scores_dtype)
+
+
+def attention_scale(d_k):
+    """The attention scores' default scale, 1 / sqrt(d_k) (1 for d_k = 0, where every score is 0)."""
+    return default_scale(d_k)
 
 
 def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):

@@ -41,6 +41,17 @@ def _is_integer(axis):
     return isinstance(axis, (int, np.integer)) and not isinstance(axis, bool)
 
 
+def mask_array(mask):
+    """A mask as the array it holds: a Tensor's data (ops never import Tensor, so a Tensor is
+    known by its requires_grad), a list or a Python bool as a NumPy array; an array (NumPy or
+    CuPy) and None as they are. The one place a mask is unwrapped."""
+    if mask is None:
+        return None
+    if hasattr(mask, "requires_grad"):  # a Tensor
+        return mask.data
+    return mask if hasattr(mask, "dtype") else np.asarray(mask)
+
+
 def check_mask(mask, shape, op, scores_dtype=None):
     """The one mask rule, for every op that takes `mask=` (softmax, masked_fill, attention)
     and every backend; the README states it under "Backends". Returns the mask to use.
@@ -51,9 +62,9 @@ def check_mask(mask, shape, op, scores_dtype=None):
     - Nothing else: an integer 0/1 mask is ambiguous (a bias of 0 and 1, or hide where 1?)
       and PyTorch refuses it too.
     - Its shape broadcasts to `shape` without growing it (a 0-d mask, a (T, 1) mask, ...).
+    - It may be an array, nested lists or a Tensor (mask_array).
     """
-    if not hasattr(mask, "dtype"):  # a list or a Python bool
-        mask = np.asarray(mask)
+    mask = mask_array(mask)
     is_float = np.issubdtype(mask.dtype, np.floating)
     if mask.dtype != np.bool_ and not (is_float and scores_dtype is not None):
         accepted = "boolean (True marks a hidden position)" + (

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from .. import backends
 from ..autograd import Function
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -54,8 +55,7 @@ class CrossEntropy(Function):
             )
         rows = np.moveaxis(logits, class_axis, -1).reshape(-1, num_classes)  # (M, C)
         with np.errstate(invalid="ignore"):  # a row of only -inf logits gives nan, as in PyTorch
-            shifted = rows - rows.max(axis=1, keepdims=True)
-        log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))  # (M, C)
+            log_p = backends.active().log_softmax(rows, 1)  # (M, C)
 
         if soft:
             q = np.moveaxis(target, class_axis, -1).reshape(-1, num_classes).astype(log_p.dtype)

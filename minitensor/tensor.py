@@ -11,7 +11,7 @@ import numpy as np
 
 from . import autograd, ops, views
 from .dtypes import DEVICES, check_can_require_grad, get_default_dtype, set_default_dtype  # noqa: F401 (re-exported)
-from .ops.axes import check_mask, normalize_axes, normalize_axis
+from .ops.axes import check_mask, mask_array, normalize_axes, normalize_axis
 
 # set_default_dtype and get_default_dtype live in dtypes.py; they are imported here for the
 # modules that take them from tensor.py.
@@ -376,7 +376,7 @@ class Tensor:
 
     def masked_fill_(self, mask, value):
         """In place: set the positions where mask is True to value."""
-        mask = check_mask(_mask_array(mask), self.shape, "masked_fill_")
+        mask = check_mask(mask, self.shape, "masked_fill_")
         return views.apply_inplace(self, ops.MaskedFill, "masked_fill_", value, mask=mask)
 
     def __setitem__(self, index, value):
@@ -418,12 +418,12 @@ class Tensor:
 
     def masked_fill(self, mask, value):
         """value where mask is True (a hidden position, as in the seeds), self elsewhere."""
-        mask = check_mask(_mask_array(mask), self.shape, "masked_fill")
+        mask = check_mask(mask, self.shape, "masked_fill")
         return ops.MaskedFill.apply(self, self._coerce(value), mask=mask)
 
     def softmax(self, axis=-1, mask=None):
         """Softmax along axis; entries where the boolean mask is True get weight 0."""
-        mask = None if mask is None else _mask_array(mask)  # Softmax checks it
+        mask = mask_array(mask)  # Softmax checks it
         return ops.Softmax.apply(self, axis=axis, mask=mask)
 
     def log_softmax(self, axis=-1):
@@ -543,11 +543,6 @@ def _index_arrays(index):
         # an empty list selects nothing: NumPy indexes with it as integers, np.asarray makes floats
         return array.astype(np.intp) if array.size == 0 else array
     return index
-
-
-def _mask_array(mask):
-    """A mask given as a Tensor, as its array (ops.axes.check_mask checks every mask)."""
-    return mask.data if isinstance(mask, Tensor) else mask
 
 
 # ----------------------------------------------------------------------------

@@ -47,7 +47,7 @@ def mask_array(mask):
     CuPy) and None as they are. The one place a mask is unwrapped."""
     if mask is None:
         return None
-    if hasattr(mask, "requires_grad"):  # a Tensor
+    if hasattr(mask, "_requires_grad"):  # a Tensor (its slot: the property may refresh a view)
         return mask.data
     return mask if hasattr(mask, "dtype") else np.asarray(mask)
 

@@ -12,17 +12,13 @@ outside itself. What it sets, and how to override each:
   Numba keys a kernel's cache on its own file only, so `drop_stale_cache` (below) drops the
   package's cache when any of its files changed.
 - NUMBA_DISABLE_JIT=1 makes every kernel an ordinary Python function, to step into with pdb.
-- glibc's malloc keeps large freed blocks for reuse (`keep_freed_memory`, below), unless
-  MALLOC_MMAP_THRESHOLD_ or MALLOC_TRIM_THRESHOLD_ is set.
 
 And the floating-point flags the kernels compile with (LLVM's fast-math flags, chosen per
 kernel family; see each set's comment).
 """
 
-import ctypes
 import os
 import pathlib
-import sys
 
 import numba
 
@@ -51,30 +47,6 @@ def single_threaded_blas_for_numba():
 
 single_threaded_blas_for_numba()
 
-
-def keep_freed_memory():
-    """Every kernel writes a fresh output array, and a training step frees them all again.
-    By default glibc hands large freed blocks back to the system (unmapped, or trimmed off the
-    top of the heap) and asks for them again at the next step, and each page comes back as a
-    page fault that zeroes it: over a thousand a step of the adding-problem transformer, all
-    system time (`python -m benchmarks train` times the step). Kept for reuse, they cost
-    nothing: blocks up to 32 MiB (glibc's largest threshold) come from the heap, and up to
-    256 MiB free at its top stay mapped, so the process keeps the memory of its largest step
-    (not more). A user's own MALLOC_MMAP_THRESHOLD_ or MALLOC_TRIM_THRESHOLD_ wins."""
-    if not sys.platform.startswith("linux") or any(
-        name in os.environ for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
-    ):
-        return
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):  # not glibc's malloc
-        return
-    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
-    mallopt(M_MMAP_THRESHOLD, 32 << 20)
-    mallopt(M_TRIM_THRESHOLD, 256 << 20)
-
-
-keep_freed_memory()
 
 
 # Fast-math flags. The elementwise kernels (exp, erf, GELU): not full fastmath, because

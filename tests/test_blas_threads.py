@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from minitensor.backends import blas_threads, numba_backend, numpy_backend
+from minitensor.backends import blas_threads, machine_load, numba_backend, numpy_backend
 
 
 def _numpy_blas_threads():
@@ -33,7 +33,7 @@ def test_small_products_use_one_blas_thread_and_put_the_count_back(monkeypatch, 
         return call
 
     monkeypatch.setattr(blas_threads, "ONE_THREAD_BELOW", 600**3)  # 600^3 multiply-adds: large
-    monkeypatch.setattr(blas_threads, "_free_cores", lambda: 64)  # an idle machine
+    monkeypatch.setattr(blas_threads, "free_cores", lambda: 64)  # an idle machine
     with threadpool_limits(limits=2, user_api="blas"):
         before = _numpy_blas_threads()
         monkeypatch.setattr(np, "matmul", recording(real_matmul))
@@ -64,7 +64,7 @@ def test_a_large_product_uses_only_the_cores_left_free(monkeypatch, free, expect
         return real_matmul(x, y)
 
     monkeypatch.setattr(blas_threads, "ONE_THREAD_BELOW", 10**3)
-    monkeypatch.setattr(blas_threads, "_free_cores", lambda: free)
+    monkeypatch.setattr(blas_threads, "free_cores", lambda: free)
     with threadpool_limits(limits=2, user_api="blas"):
         before = _numpy_blas_threads()
         monkeypatch.setattr(np, "matmul", recording)
@@ -75,19 +75,19 @@ def test_a_large_product_uses_only_the_cores_left_free(monkeypatch, free, expect
 
 
 def test_spare_cores_counts_other_processes_not_our_own_threads(monkeypatch):
-    monkeypatch.setattr(blas_threads, "_look", {"at": None, "machine": None, "ours": None, "free": 2})
+    monkeypatch.setattr(machine_load, "_look", {"at": None, "machine": None, "ours": None, "free": 2})
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
-    assert blas_threads.spare_cores(machine=100.0, ours=10.0, now=50.0) is None  # the first look
+    assert machine_load.spare_cores(machine=100.0, ours=10.0, now=50.0) is None  # the first look
     # one second later: the machine was busy 3 CPU-seconds, 2 of them ours -> others used 1 core
-    assert blas_threads.spare_cores(machine=103.0, ours=12.0, now=51.0) == pytest.approx(3.0)
+    assert machine_load.spare_cores(machine=103.0, ours=12.0, now=51.0) == pytest.approx(3.0)
     # half a second later: all the busy time was ours (our BLAS threads) -> every core is spare
-    assert blas_threads.spare_cores(machine=104.0, ours=13.0, now=51.5) == pytest.approx(4.0)
+    assert machine_load.spare_cores(machine=104.0, ours=13.0, now=51.5) == pytest.approx(4.0)
 
 
 def test_free_cores_follows_the_machine_and_keeps_at_least_one(monkeypatch):
     looks = iter([(0.0, 0.0), (1.8, 0.0), (3.8, 2.0), (4.0, 2.2)])  # (machine, ours) busy seconds
     clock = iter([0.0, 1.0, 2.0, 3.0])
-    monkeypatch.setattr(blas_threads, "_look", {"at": None, "machine": None, "ours": None, "free": 2})
+    monkeypatch.setattr(machine_load, "_look", {"at": None, "machine": None, "ours": None, "free": 2})
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     state = {}
 
@@ -95,10 +95,10 @@ def test_free_cores_follows_the_machine_and_keeps_at_least_one(monkeypatch):
         state["machine"], state["ours"] = next(looks)
         return state["machine"]
 
-    monkeypatch.setattr(blas_threads, "_machine_busy_seconds", machine)
-    monkeypatch.setattr(blas_threads, "_our_busy_seconds", lambda: state["ours"])
-    monkeypatch.setattr(blas_threads.time, "monotonic", lambda: next(clock))
-    assert blas_threads._free_cores() == 2  # no second look yet: every core is taken to be free
-    assert blas_threads._free_cores() == 1  # others kept 1.8 cores busy: at least one is left
-    assert blas_threads._free_cores() == 2  # all 2 busy seconds were ours
-    assert blas_threads._free_cores() == 2  # others used 0.2 core: noise, not a core taken
+    monkeypatch.setattr(machine_load, "_machine_busy_seconds", machine)
+    monkeypatch.setattr(machine_load, "_our_busy_seconds", lambda: state["ours"])
+    monkeypatch.setattr(machine_load.time, "monotonic", lambda: next(clock))
+    assert machine_load.free_cores() == 2  # no second look yet: every core is taken to be free
+    assert machine_load.free_cores() == 1  # others kept 1.8 cores busy: at least one is left
+    assert machine_load.free_cores() == 2  # all 2 busy seconds were ours
+    assert machine_load.free_cores() == 2  # others used 0.2 core: noise, not a core taken

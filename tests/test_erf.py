@@ -1,6 +1,6 @@
 """The Numba backend's float32 erf and the GELU built on it.
 
-The erf is a polynomial approximation (numba_backend.py, GELU section), so its error is
+The erf is a polynomial approximation (backends/numba_backend/elementwise.py), so its error is
 bounded here in float32 ulps against scipy's erf computed in float64, over the whole float32
 range: a sweep of bit patterns, every float around the switch-over points, edge values and
 hypothesis floats. The GELU kernels built on it are held against the NumPy reference and

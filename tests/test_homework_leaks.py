@@ -54,7 +54,7 @@ CASES = [
     # found by reading a whole copy
     ("attention_masks", "models/attention.py", CAUSAL_OFFSET),
     ("attention_masks", "minitensor/backends/numpy_backend.py", CAUSAL_OFFSET),
-    ("attention_masks", "minitensor/backends/numba_backend.py", CAUSAL_OFFSET),
+    ("attention_masks", "minitensor/backends/numba_backend/score_tiles.py", CAUSAL_OFFSET),
     ("attention_masks", "minitensor/ops/attention.py", CAUSAL_OFFSET),
     ("attention_masks", "tests/test_backends.py", CAUSAL_OFFSET),
     ("attention_masks", "tests/test_reference_kernels.py", CAUSAL_OFFSET),

@@ -41,10 +41,13 @@ def _xp(array):
 
 
 def _product(a, b):
-    """a @ b with NumPy's batching rules (BLAS does the work, on the threads blas_threads.py
-    chooses: one for a small product, which a busy machine cannot stall)."""
+    """a @ b with NumPy's batching rules. BLAS does the work, on the threads blas_threads.py
+    chooses for its size (one for a small product, which a busy machine cannot stall)."""
     xp = _xp(a)
-    return blas_threads.product(np.matmul, a, b) if xp is np else xp.matmul(a, b)
+    if xp is not np:
+        return xp.matmul(a, b)
+    with blas_threads.for_product(a, b):
+        return np.matmul(a, b)
 
 
 # The interface's matmul. Attention calls _product directly: its products belong to the one

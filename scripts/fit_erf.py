@@ -1,4 +1,4 @@
-"""Fit the coefficients of the Numba backend's float32 erf (numba_backend.py, GELU section).
+"""Fit the coefficients of the Numba backend's float32 erf (numba_backend/elementwise.py).
 
     |z| < 0.875:   erf(z) = z + z * P(z^2),      P(0) = 2/sqrt(pi) - 1 (rounded to float32)
     0.875 <= t:    erf(t) = 1 - exp(Q(t)),       Q(t) ~ log erfc(t) on [0.875, 4]

@@ -4,7 +4,7 @@ Subtracting the row maximum first changes nothing mathematically
 (softmax(x) = softmax(x - c) for any constant c) but keeps exp from
 overflowing: every exponent is <= 0, so every exp is in (0, 1].
 The readable kernels are in backends/numpy_backend.py; the fused ones in
-backends/numba_backend.py.
+backends/numba_backend/softmax_rows.py.
 """
 
 from .. import backends

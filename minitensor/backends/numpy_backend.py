@@ -186,7 +186,7 @@ def gelu_backward(x, dy, approximate="none"):
     # In place after each array's first step: these arrays are as large as x, and a new one
     # per step costs more than the arithmetic.
     cdf = _normal_cdf(x)
-    pdf = -0.5 * x
+    pdf = xp.asarray(-0.5 * x)  # (asarray: for a 0-d x, NumPy's products are scalars, with no out=)
     pdf *= x
     pdf = xp.exp(pdf, out=pdf)
     pdf /= math.sqrt(2 * math.pi)

@@ -119,15 +119,19 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
     dtype = common_dtype(x, weight, bias)
     x, weight, bias = (None if a is None else a.astype(xp.float64) for a in (x, weight, bias))
     mean = x.mean(axis=-1, keepdims=True)
-    centered = x - mean
+    # x is our own float64 copy (astype copies), so each step below works on it in place:
+    # it is the one array as large as the input here.
+    centered = x
+    centered -= mean
     var = (centered * centered).mean(axis=-1, keepdims=True)
     rstd = 1 / xp.sqrt(var + eps)
-    y = centered * rstd
+    y = centered
+    y *= rstd
     if weight is not None:
-        y = y * weight
+        y *= weight
     if bias is not None:
-        y = y + bias
-    return y.astype(dtype), mean.astype(dtype), rstd.astype(dtype)
+        y += bias
+    return y.astype(dtype, copy=False), mean.astype(dtype), rstd.astype(dtype)
 
 
 def layer_norm_backward(dy, x, weight, mean, rstd):
@@ -142,13 +146,18 @@ def layer_norm_backward(dy, x, weight, mean, rstd):
     #     dbias   = sum of dy over every axis but the last
     dtype = common_dtype(x, weight, mean)
     x, weight, dy, mean, rstd = (None if a is None else a.astype(_xp(x).float64) for a in (x, weight, dy, mean, rstd))
-    x_hat = (x - mean) * rstd
+    x_hat = x  # x is our own float64 copy (astype copies): x_hat = (x - mean) * rstd in place
+    x_hat -= mean
+    x_hat *= rstd
     g = dy if weight is None else dy * weight
-    dx = rstd * (g - g.mean(axis=-1, keepdims=True) - x_hat * (g * x_hat).mean(axis=-1, keepdims=True))
+    dx = x_hat * -(g * x_hat).mean(axis=-1, keepdims=True)  # the formula above, term by term
+    dx += g  # in place, as the arrays are as large as x
+    dx -= g.mean(axis=-1, keepdims=True)
+    dx *= rstd
     batch_axes = tuple(range(x.ndim - 1))
     dweight = None if weight is None else (dy * x_hat).sum(axis=batch_axes).astype(dtype)
     dbias = None if weight is None else dy.sum(axis=batch_axes).astype(dtype)
-    return dx.astype(dtype), dweight, dbias
+    return dx.astype(dtype, copy=False), dweight, dbias
     # END SOLUTION
 
 
@@ -167,7 +176,7 @@ def gelu(x, approximate="none"):
     (where float32 loses every digit)."""
     if approximate == "tanh":
         return x * _expit(2 * SQRT_2_OVER_PI * (x + 0.044715 * x**3))
-    return 0.5 * x * (1 + _erf(x / math.sqrt(2)))
+    return x * _normal_cdf(x)
 
 
 def gelu_backward(x, dy, approximate="none"):
@@ -177,9 +186,24 @@ def gelu_backward(x, dy, approximate="none"):
         s = _expit(2 * SQRT_2_OVER_PI * (x + 0.044715 * x**3))
         du_dx = SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
         return dy * (s + 2 * x * s * (1 - s) * du_dx)
-    cdf = 0.5 * (1 + _erf(x / math.sqrt(2)))
-    pdf = xp.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
-    return dy * (cdf + x * pdf)
+    # In place after each array's first step: these arrays are as large as x, and a new one
+    # per step costs more than the arithmetic.
+    cdf = _normal_cdf(x)
+    pdf = xp.asarray(-0.5 * x)  # (asarray: for a 0-d x, NumPy's products are scalars, with no out=)
+    pdf *= x
+    pdf = xp.exp(pdf, out=pdf)
+    pdf /= math.sqrt(2 * math.pi)
+    slope = xp.multiply(x, pdf, out=pdf)  # x phi(x), then Phi(x) + x phi(x)
+    slope += cdf
+    return dy * slope
+
+
+def _normal_cdf(x):
+    """Phi(x) = (1 + erf(x / sqrt 2)) / 2, the standard normal CDF."""
+    cdf = _erf(x / math.sqrt(2))
+    cdf += 1
+    cdf *= 0.5
+    return cdf
 
 
 def _expit(x):
@@ -265,22 +289,30 @@ def attention(q, k, v, mask=None, scale=None, is_causal=False):
     scale = default_scale(q.shape[-1]) if scale is None else scale
     mask = _full_mask(mask, q, k)
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    running_max = xp.full(batch + (q.shape[-2], 1), -xp.inf, dtype=q.dtype)
-    normaliser = xp.zeros(batch + (q.shape[-2], 1), dtype=q.dtype)
-    acc = xp.zeros(batch + (q.shape[-2], v.shape[-1]), dtype=q.dtype)
+    dtype = common_dtype(q, k, v)
+    q, k, v = (xp.broadcast_to(a, batch + a.shape[-2:]) for a in (q, k, v))  # views: each tile's block
+    # then has the whole batch shape, so that the steps below can work on it in place
+    running_max = xp.full(batch + (q.shape[-2], 1), -xp.inf, dtype=dtype)
+    normaliser = xp.zeros(batch + (q.shape[-2], 1), dtype=dtype)
+    acc = xp.zeros(batch + (q.shape[-2], v.shape[-1]), dtype=dtype)
     for start in range(0, k.shape[-2], KEY_TILE):
         k_tile, v_tile = k[..., start : start + KEY_TILE, :], v[..., start : start + KEY_TILE, :]
         scores = _tile_scores(q, k_tile, k.shape[-2], scale, start, mask, is_causal)  # (..., Tq, tile)
         new_max = xp.maximum(running_max, scores.max(axis=-1, keepdims=True))  # NaN if a score is
         safe_max = xp.where(new_max == -xp.inf, 0, new_max)  # rows with nothing visible yet
-        weights = xp.exp(scores - safe_max)  # exp(-inf) = 0 for hidden keys
+        # The (..., Tq, tile) block is the large array here: every step on it works in place,
+        # so the tile costs one new block (the scores) and one pass per step.
+        scores -= safe_max
+        weights = xp.exp(scores, out=scores)  # exp(s - m), 0 for hidden keys (exp(-inf) = 0)
         correction = xp.exp(running_max - safe_max)  # rescales what was summed so far
         normaliser = normaliser * correction + weights.sum(axis=-1, keepdims=True)
-        acc = acc * correction + _product(weights, v_tile)
+        acc *= correction
+        acc += _product(weights, v_tile)
         running_max = new_max
     # A fully masked row has l = 0 and acc = 0, so out = 0 (the policy). "!= 0", not "> 0":
     # a NaN normaliser must stay visible and carry its NaN into the output.
-    out = acc / xp.where(normaliser != 0, normaliser, 1)
+    out = acc
+    out /= xp.where(normaliser != 0, normaliser, 1)
     return out, (running_max[..., 0], normaliser[..., 0])
     # END SOLUTION
 
@@ -296,28 +328,37 @@ def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None,
     # With P = exp(S - m) / l (the softmax weights) and D_i = sum_c dout_ic out_ic:
     #     dV = P^T dout,   dP = dout V^T,   dS = P * (dP - D),
     #     dQ = scale * dS K,   dK = scale * dS^T Q.
+    # Each tile rebuilds W = exp(S - m), so P = W / l; 1 / l goes into the small factors,
+    # (..., Tq, dv) and (..., Tq, 1), and scale into dQ and dK, rather than over the
+    # (..., Tq, tile) block:   dV = W^T (dout / l),   dS = W * ((dout / l) V^T - D / l).
     xp = _xp(q)
     scale = default_scale(q.shape[-1]) if scale is None else scale
     mask = _full_mask(mask, q, k)
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    q, k, v = (xp.broadcast_to(a, batch + a.shape[-2:]) for a in (q, k, v))  # views: each tile's block
+    # then has the whole batch shape, so that the steps below can work on it in place
     row_max, row_sum = (s[..., None] for s in softmax_stats)  # (..., Tq, 1)
     visible = row_sum != 0  # a fully masked row (l = 0) has no weights and gets no gradient
     safe_max = xp.where(row_max == -xp.inf, 0, row_max)
     inverse_sum = xp.where(visible, 1 / xp.where(visible, row_sum, 1), 0)  # 1 / l, and 0 where l = 0
     D = (dout * out).sum(axis=-1, keepdims=True)  # (..., Tq, 1)
-    dq = xp.zeros(np.broadcast_shapes(q.shape, dout.shape[:-1] + (q.shape[-1],)), dtype=q.dtype)
+    dout_over_l, D_over_l = dout * inverse_sum, D * inverse_sum
+    dq = xp.zeros(q.shape, dtype=common_dtype(q, k, v))
     dk_tiles, dv_tiles = [], []
     for start in range(0, k.shape[-2], KEY_TILE):
         k_tile, v_tile = k[..., start : start + KEY_TILE, :], v[..., start : start + KEY_TILE, :]
         scores = _tile_scores(q, k_tile, k.shape[-2], scale, start, mask, is_causal)
-        P = xp.exp(scores - safe_max)  # (..., Tq, tile), with the batch axes of q, k, v and dout
-        P *= inverse_sum  # in place, as dS below: one pass fewer over a (Tq, tile) block, no new one
-        dv_tiles.append(_product(xp.swapaxes(P, -1, -2), dout))
-        dS = _product(dout, xp.swapaxes(v_tile, -1, -2))  # dP
-        dS -= D
-        dS *= P  # dS = P * (dP - D)
-        dq = dq + scale * _product(dS, k_tile)
-        dk_tiles.append(scale * _product(xp.swapaxes(dS, -1, -2), q))
+        scores -= safe_max
+        W = xp.exp(scores, out=scores)  # (..., Tq, tile), in place: P = W / l
+        dv_tiles.append(_product(xp.swapaxes(W, -1, -2), dout_over_l))
+        dS = _product(dout_over_l, xp.swapaxes(v_tile, -1, -2))  # dP / l
+        dS -= D_over_l
+        dS *= W  # dS = P * (dP - D), in place
+        dq += _product(dS, k_tile)
+        dk_tiles.append(_product(xp.swapaxes(dS, -1, -2), q))
+    dq *= scale
     dk = xp.concatenate(dk_tiles, axis=-2) if dk_tiles else xp.zeros_like(k)
+    dk *= scale
     dv = xp.concatenate(dv_tiles, axis=-2) if dv_tiles else xp.zeros_like(v)
     return dq, dk, dv
     # END SOLUTION

@@ -30,6 +30,18 @@ def check_matmul_shapes(a_shape, b_shape):
         ) from None
 
 
+def rows_times_matrix(matmul, a, b):
+    """matmul(a, b), where a stack of rows times one matrix, (..., n, k) @ (k, m) as in every
+    linear layer, goes to the BLAS as the one product (batch*n, k) @ (k, m). NumPy's matmul
+    makes one BLAS call per batch entry instead, and each call wakes the BLAS threads again,
+    which a busy machine turns into long waits. Same shape; each entry is the same sum, which
+    the BLAS may add up in another order (a float rounding apart)."""
+    if a.ndim > 2 and b.ndim == 2:
+        rows = int(np.prod(a.shape[:-1]))  # batch * n (spelled out: -1 fails on empty arrays)
+        return matmul(a.reshape(rows, a.shape[-1]), b).reshape(a.shape[:-1] + (b.shape[-1],))
+    return matmul(a, b)
+
+
 class MatMul(Function):
     """Y = A @ B, batched over leading axes (which broadcast).
 
@@ -42,7 +54,7 @@ class MatMul(Function):
     def forward(ctx, a, b):
         check_matmul_shapes(a.shape, b.shape)
         ctx.save_for_backward(a, b)
-        return backends.active().matmul(a, b)
+        return rows_times_matrix(backends.active().matmul, a, b)
 
     @staticmethod
     def backward(ctx, grad):
@@ -60,7 +72,7 @@ class MatMul(Function):
         matmul = backends.active().matmul
         grad_a = grad_b = None
         if ctx.needs_input_grad[0]:
-            grad_a = matmul(grad, np.swapaxes(b2, -1, -2))  # (..., n, k)
+            grad_a = rows_times_matrix(matmul, grad, np.swapaxes(b2, -1, -2))  # (..., n, k)
             if a_is_vector:
                 grad_a = grad_a[..., 0, :]  # (..., k)
         if ctx.needs_input_grad[1]:

@@ -8,6 +8,7 @@ import numpy as np
 from .. import autograd
 from ..sites import created_at, module_path
 from .observer import Tool
+from .show import _what
 
 
 class AnomalyError(FloatingPointError):
@@ -23,13 +24,6 @@ def _has_nan(array):
 def _not_finite(array):
     array = np.asarray(array)
     return array.dtype.kind in "fc" and not np.all(np.isfinite(array))
-
-
-def _what(array):
-    array = np.asarray(array)
-    kinds = [name for name, mask in (("nan", np.isnan(array)), ("inf", np.isinf(array))) if mask.any()]
-    count = int((~np.isfinite(array)).sum())
-    return f"{' and '.join(kinds)} ({count} of {array.size} values)"
 
 
 def _made_at(node):

@@ -6,9 +6,8 @@ import sys
 import numpy as np
 
 from .. import autograd
-from .anomaly import _what
 from .observer import Tool
-from .show import grad_norm
+from .show import _what, grad_norm
 
 
 def known_ops():

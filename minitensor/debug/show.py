@@ -1,5 +1,6 @@
 """How the tools show a node in text: describe (what `p node` prints in pdb), one trace line per
-backward step, the gradient norms (|g|), and where each input of a node came from."""
+backward step, the gradient norms (|g|), where each input of a node came from, and what is not
+finite in an array."""
 
 import numpy as np
 
@@ -84,3 +85,11 @@ def _describe(index, node, grad_output, summed, input_labels):
     return (f"{index:4d} {node.name}{label}{module}{where}\n"
             f"       grad out {grad_output.shape} |{grad_norm(grad_output):.3g}|  ->  grad in {inputs}"
             + (f"\n       saved {saved}" if saved else ""))
+
+
+def _what(array):
+    """What is not finite in array, as text: nan and inf (3 of 16 values)."""
+    array = np.asarray(array)
+    kinds = [name for name, mask in (("nan", np.isnan(array)), ("inf", np.isinf(array))) if mask.any()]
+    count = int((~np.isfinite(array)).sum())
+    return f"{' and '.join(kinds)} ({count} of {array.size} values)"

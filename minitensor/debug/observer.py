@@ -10,11 +10,15 @@ _debug_backward below.
 
 import sys
 
-from .. import autograd
-from ..sites import _ENGINE, _MODULE_CALL, _YOURS, _place, _places, _record_site, created_at, module_path
+from .. import autograd, sites
+from ..sites import _ENGINE, _MODULE_CALL, _YOURS, _place, _record_site, created_at, module_path
 from .show import describe
 
 _getframe = sys._getframe
+# sites' filename -> place dict, bound here by assignment: CPython compiles `name.get(...)` as a
+# method call only when no import statement bound the name (else as an attribute load and a call,
+# which costs more), and after_forward calls it for every op.
+_places = sites._places
 _tools = []  # the active tools, innermost last
 
 

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .autograd import no_grad, topological_order
+from .sites import leaf_labels
 from .tensor import Tensor
 
 
@@ -80,7 +81,8 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, full_jacobian_limit=4
 def measure(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, full_jacobian_limit=4096, max_checked=400, seed=0,
             leaves="inputs"):
     """gradcheck without raising: a Measured (passed, relative_error, details). mt.debug's
-    per-op checks and the backward page's check mode use it, so all report one number."""
+    per-op checks (find_wrong_op and the backward page's check mode, minitensor/debug/op_check.py)
+    use it, so all report one number."""
     _check_tolerances(eps, atol, rtol)
     if leaves not in ("inputs", "all"):
         raise ValueError(f'gradcheck: leaves must be "inputs" or "all", got {leaves!r}')
@@ -123,8 +125,6 @@ def measure(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, full_jacobian_limit=409
 def _other_leaves(output, inputs):
     """(name, leaf) of every leaf that requires grad, that output depends on and that is not
     one of inputs, named as mt.debug names it (block.ln1.weight), in the order found."""
-    from .debug import leaf_labels
-
     labels = leaf_labels(output)
     found, seen = [], {id(x) for x in inputs}
     for node in topological_order(output.grad_fn):

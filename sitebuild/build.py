@@ -398,8 +398,9 @@ def task_pages(student, docs):
     return nav
 
 
-API_MODULES = ["minitensor", "minitensor.tensor", "minitensor.autograd", "minitensor.creation", "minitensor.nn",
-               "minitensor.optim", "minitensor.gradcheck", "minitensor.debug", "minitensor.viz",
+API_MODULES = ["minitensor", "minitensor.tensor", "minitensor.autograd", "minitensor.views", "minitensor.creation",
+               "minitensor.nn", "minitensor.optim", "minitensor.gradcheck", "minitensor.debug", "minitensor.sites",
+               "minitensor.viz",
                "models.attention", "models.layernorm", "models.transformer", "models.recurrent"]
 
 

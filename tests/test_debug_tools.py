@@ -306,3 +306,51 @@ def test_detect_anomaly_reports_a_row_with_nothing_visible(how):
             calls[how]()
     with mt.debug.detect_anomaly():  # a causal mask hides some keys of each query, never all: fine
         x.softmax(axis=-1, mask=causal_mask(3, 4))
+
+
+# -- the layout: site recording below both gradcheck and the tools ------------------------
+
+
+def _imports(path):
+    """(module-level imports, imports inside a function) of a file, each as the module named
+    (relative ones resolved inside minitensor)."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    package = "minitensor" if path.parent.name == "minitensor" else f"minitensor.{path.parent.name}"
+    top_level, inside = set(), set()
+
+    def named(node):
+        if isinstance(node, ast.Import):
+            return [alias.name for alias in node.names]
+        base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+        module = ".".join(part for part in (base, node.module) if part)
+        return [module] + [f"{module}.{alias.name}" for alias in node.names]
+
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            top_level.update(named(node))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in ast.walk(node):
+                if isinstance(inner, (ast.Import, ast.ImportFrom)):
+                    inside.update(named(inner))
+    return top_level, inside
+
+
+def test_gradcheck_and_the_debugging_tools_import_one_way():
+    """sites.py (where each node was made, the leaves' names) imports neither gradcheck nor mt.debug;
+    gradcheck imports sites, not mt.debug (importing any of minitensor.debug runs its __init__,
+    which imports op_check, which imports gradcheck); no import hides inside a function."""
+    import pathlib
+
+    package = pathlib.Path(mt.__file__).resolve().parent
+    sites, sites_inside = _imports(package / "sites.py")
+    gradcheck, gradcheck_inside = _imports(package / "gradcheck.py")
+    assert not [m for m in sites | sites_inside if m.startswith(("minitensor.debug", "minitensor.gradcheck"))]
+    assert "minitensor.sites" in gradcheck
+    assert not [m for m in gradcheck | gradcheck_inside if m.startswith("minitensor.debug")]
+    op_check, _ = _imports(package / "debug" / "op_check.py")
+    assert "minitensor.gradcheck.measure" in op_check  # the one central-difference measurement
+    for path in [package / "sites.py", package / "gradcheck.py", *sorted((package / "debug").glob("*.py"))]:
+        assert not _imports(path)[1], f"{path.name} imports inside a function"

@@ -1,11 +1,11 @@
 """Check mode: every op of fn(*inputs) re-checked alone by mt.debug's per-op check (the one
-find_wrong_op runs, measured by mt.gradcheck), keeping every op's result, not only the first
-failure, so the page can mark each node."""
+find_wrong_op runs, measured by mt.gradcheck: minitensor/debug/op_check.py), keeping every op's
+result, not only the first failure, so the page can mark each node."""
 
 import math
 
-from .. import debug
 from ..autograd import topological_order
+from ..debug.op_check import checked_ops, recorded_run
 from ..tensor import Tensor
 
 MAX_CHECKED = 256  # elements compared per input (a random sample above it)
@@ -16,11 +16,11 @@ def per_op_errors(fn, inputs):
     that run and, for each of its graph's nodes in topological order, a dict with gradcheck's
     relative error, whether it passed, and (when it failed) gradcheck's report of that op alone;
     None for a node with no input that requires grad."""
-    output, calls = debug._recorded_run(fn, inputs)
+    output, calls = recorded_run(fn, inputs)
     if not isinstance(output, Tensor) or output.grad_fn is None:
         raise ValueError("viz.html(check=(fn, *inputs)): fn(*inputs) must return a Tensor made by ops "
                          "from inputs that require grad")
-    checked = {c.node: c for c in debug._checked_ops(calls, max_checked=MAX_CHECKED)}
+    checked = {c.node: c for c in checked_ops(calls, max_checked=MAX_CHECKED)}
     results = []
     for node in topological_order(output.grad_fn):
         c = checked.get(node)

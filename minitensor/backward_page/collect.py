@@ -7,13 +7,11 @@ from .. import debug
 from ..autograd import Context, summed_axes, topological_order
 from ..backends import numpy_backend
 from ..backends.numpy_backend import default_scale
+from ..debug import grad_norm
 from ..nn.module import Parameter
+from ..sites import _unpack
 
 SMALL = 48  # arrays up to this many elements are shown as numbers, larger ones as heatmaps
-
-
-def norm(array):
-    return float(np.sqrt(np.sum(np.asarray(array, dtype=np.float64) ** 2)))
 
 
 def encode(array, max_elements):
@@ -22,7 +20,7 @@ def encode(array, max_elements):
     values = np.asarray(array)
     as_float = values.astype(np.float64)
     finite = np.isfinite(as_float)
-    record = {"shape": list(values.shape), "dtype": str(values.dtype), "norm": norm(as_float),
+    record = {"shape": list(values.shape), "dtype": str(values.dtype), "norm": grad_norm(as_float),
               "nonfinite": int(values.size - finite.sum())}
     if finite.any():
         record["min"], record["max"] = float(as_float[finite].min()), float(as_float[finite].max())
@@ -57,7 +55,7 @@ def summary(array):
     as_float = values.astype(np.float64)
     finite = np.isfinite(as_float)
     some = finite.any()
-    return {"shape": list(values.shape), "dtype": str(values.dtype), "norm": norm(as_float),
+    return {"shape": list(values.shape), "dtype": str(values.dtype), "norm": grad_norm(as_float),
             "nonfinite": int(values.size - finite.sum()),
             "min": float(as_float[finite].min()) if some else None,
             "max": float(as_float[finite].max()) if some else None,
@@ -129,7 +127,7 @@ def layout(root, output=None):
     nodes = []
     for i, item in enumerate(items):
         if isinstance(item, Context):
-            module = debug._unpack(item.site)[3] if item.site is not None else None
+            module = _unpack(item.site)[3] if item.site is not None else None
             module = module and module()
             value = values.get(id(item))
             nodes.append({"id": i, "kind": "op", "op": item.name, "label": item.label,
@@ -285,7 +283,7 @@ def steps(loss, ids, max_elements, retain_graph):
             if step.op == "Attention" and len(step.saved) >= 5:
                 record["attention"] = attention_view(step, max_elements)
             records.append(record)
-            received[ids[id(node)]] = (norm(step.grad_output), summary(step.grad_output), step.index)
+            received[ids[id(node)]] = (grad_norm(step.grad_output), summary(step.grad_output), step.index)
     for leaf, total in leaf_sums.items():
-        received[leaf] = (norm(total), summary(total), received[leaf][2])
+        received[leaf] = (grad_norm(total), summary(total), received[leaf][2])
     return records, received, senders

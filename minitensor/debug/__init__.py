@@ -1,0 +1,41 @@
+"""Debugging backward: step through it node by node, trace it, break on an op, find the
+first NaN, find the op whose backward is wrong.
+
+    steps = mt.debug.backward_steps(loss)       # a generator: one node's backward per step
+    with mt.debug.trace(): loss.backward()      # one printed line per node
+    with mt.debug.break_on(op="Softmax"):       # pdb inside Softmax's backward
+        loss.backward()
+    with mt.debug.detect_anomaly():             # names the op that made the first NaN
+        loss = model(x).sum(); loss.backward()
+    mt.debug.find_wrong_op(fn, x, w)            # which op's backward disagrees with finite differences
+
+Where each op was made in your code is recorded always (`mt.debug.created_at(node)`): the line
+of your code, and for an op made inside models/ (or a forward method of your own Module) also
+that line and the lines in between, so two layer norms of one block can be told apart. A parameter of a Module
+shows its name (`block.ln1.weight`) wherever the tools show a leaf (`mt.debug.leaf_labels`).
+
+One job a file:
+    minitensor/sites.py   where each node was made, module paths, leaf labels (gradcheck uses it too)
+    observer.py           the observer the engine calls (installed on import), Tool, where break_on lands
+    show.py               a node in text: describe (`p node`), a trace line, grad_norm
+    stepping.py           backward_steps, trace
+    breaking.py           break_on
+    anomaly.py            detect_anomaly
+    op_check.py           each op checked on its own: find_wrong_op, and the backward page's check mode
+"""
+
+from ..sites import created_at, leaf_labels, module_path, part_of
+from .anomaly import AnomalyError, detect_anomaly
+from .breaking import break_on, known_ops
+from .observer import Tool
+from .observer import _observer as _observer  # to put it back after set_observer(None): tests, benchmarks
+from .op_check import OpCheck, WrongOp, find_wrong_op
+from .show import _shape_of as _shape_of  # for mt.viz
+from .show import describe, grad_norm
+from .stepping import Step, backward_steps, trace
+
+__all__ = [
+    "backward_steps", "Step", "trace", "break_on", "known_ops", "detect_anomaly", "AnomalyError",
+    "find_wrong_op", "WrongOp", "OpCheck", "created_at", "module_path", "part_of", "leaf_labels",
+    "describe", "grad_norm", "Tool",
+]

@@ -33,6 +33,7 @@ import time
 
 import numpy as np
 
+from . import overhead
 from .common import run_worker
 
 BATCH, LENGTH, WIDTH, HEADS = 64, 100, 64, 4
@@ -372,6 +373,7 @@ def main(rounds=ROUNDS):
           f"{numpy_softmax * 1e3:.1f} ms: {statistics.median(softmax_ratios):.2f}x "
           f"the numpy backend (target <= {TARGETS['softmax']}x; "
           f"{bandwidth_floor(softmax_bytes(), numpy_softmax, peaks)})")
+    print(overhead.mix_line(overhead.measure()))
 
 
 if __name__ == "__main__":

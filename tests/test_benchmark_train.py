@@ -34,3 +34,18 @@ def test_the_floors_multiply_adds_are_pytorchs_count_of_the_same_step():
     with FlopCounterMode(display=False) as flops:
         step(x, y)
     assert flops.get_total_flops() == 2 * train.step_multiply_adds(attention=False)
+
+
+def test_the_overhead_line_prints_ratio_target_and_floor(monkeypatch, capsys):
+    import json
+
+    from benchmarks import overhead
+
+    monkeypatch.setattr(overhead, "CHAIN", 12)
+    monkeypatch.setattr(overhead, "REPEATS", 1)
+    overhead.worker("minitensor")
+    timed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(timed) == {label for label, _ in overhead.ROWS} and all(s > 0 for s in timed.values())
+    label = overhead.ROWS[0][0]
+    line = overhead.mix_line({label: {"minitensor": 2e-5, "engine-alone": 1e-5, "torch": 1e-5, "ratio": 2.0}})
+    assert "2.00x" in line and f"target <= {overhead.TARGET}x" in line and "floor" in line

@@ -88,7 +88,7 @@ def summed_axes(grad_shape, shape):
 #   _views     views.py: views and in-place changes (a view whose base changed in place gets
 #              its grad_fn re-made before use; a view output shares its input's memory record;
 #              a node records the versions of the arrays it saved, checked by saved_tensors).
-#   _observer  mt.debug: notes the line of your code that made each node (ctx.site); while a
+#   _observer  debug/observer.py: notes the line of your code that made each node (ctx.site); while a
 #              tool is active (watching_backward), runs each backward for it, so break_on can
 #              stop inside. None (set_observer(None)) runs everything exactly as written.
 _views = None

@@ -86,7 +86,10 @@ checks("the attention count is 2 m k n summed over Q K^T and A V",
        all(attention_operations(T, D) == count for T, count in zip(lengths, attention_counts)))
 checks("the two counts are equal at T = 6d, as the seed says", weight_operations(6 * D, D) == attention_operations(6 * D, D))
 ratios = np.array(attention_ms) / np.array(weight_ms)
-checks("attention's measured share grows with T", ratios[-1] > 4 * ratios[0])
+# The counts' ratio grows 16x from T = 64 to 1024; measured, fixed per-call costs weigh on the
+# smallest products of both parts, and a timing on a busy machine moves by tens of percent: asking
+# for twice the share keeps the claim (it grows with T) without asking the clock for 16x.
+checks("attention's measured share grows with T", ratios[-1] > 2 * ratios[0])
 if not QUICK:
     checks("the measured crossover is near T = 6d (within a factor of 2)", crossing is not None and 3 * D <= crossing <= 12 * D)
 

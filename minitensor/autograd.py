@@ -157,7 +157,7 @@ class Context:
 
     def __repr__(self):
         # With mt.debug loaded (it always is), `p ctx` in pdb shows inputs, saved arrays, site
-        if _observer is not None:
+        if _observer is not None:  # hook: mt.debug names inputs and saved arrays
             return _observer.describe(self)
         label = f" {self.label!r}" if self.label else ""
         return f"<{self.name} node{label}>"
@@ -351,7 +351,7 @@ def walk(root, grad=None, retain_graph=False):
         _accumulate_leaf(root, grad)
         return
 
-    watched = _observer is not None and _observer.watching_backward  # a tool active as backward starts
+    watched = _observer is not None and _observer.watching_backward  # hook: a tool active as backward starts
     pending = {root.grad_fn: grad}  # node -> sum of the gradients reaching its output
     leaf_grads = {}  # id(leaf) -> (leaf, sum of the gradients reaching it)
     for node in topological_order(root.grad_fn):
@@ -368,7 +368,7 @@ def walk(root, grad=None, retain_graph=False):
         if not isinstance(grad_inputs, tuple):  # one input: backward may return its gradient alone
             grad_inputs = (grad_inputs,)
         summed = _pass_to_inputs(node, grad_inputs, pending, leaf_grads, Tensor)
-        if watched:
+        if watched:  # hook: the tool sees what came out
             _observer.after_backward(node, grad_output, grad_inputs, summed)
         yield node, grad_output, summed
         if not retain_graph:

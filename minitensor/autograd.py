@@ -343,10 +343,11 @@ def walk(root, grad=None, retain_graph=False):
     yields (node, grad_output, grad_inputs), the gradients already summed to the inputs'
     shapes. Leaves receive their gradients when the generator is exhausted.
     mt.debug.backward_steps is built on it."""
-    Tensor = _Tensor or _import_upward()
+    if _Tensor is None:  # a backward before any op ran (on a leaf): views and Tensor not yet imported
+        _import_upward()
     if root._view is not None:  # hook: views.py
         _views.refresh(root, "backward()")
-    grad = _first_gradient(root, grad, Tensor)
+    grad = _first_gradient(root, grad)
     if root.grad_fn is None:  # backward on a leaf: its gradient is grad itself
         _accumulate_leaf(root, grad)
         return
@@ -367,7 +368,7 @@ def walk(root, grad=None, retain_graph=False):
             grad_inputs = node.function.backward(node, grad_output)
         if not isinstance(grad_inputs, tuple):  # one input: backward may return its gradient alone
             grad_inputs = (grad_inputs,)
-        summed = _pass_to_inputs(node, grad_inputs, pending, leaf_grads, Tensor)
+        summed = _pass_to_inputs(node, grad_inputs, pending, leaf_grads)
         if watched:  # hook: the tool sees what came out
             _observer.after_backward(node, grad_output, grad_inputs, summed)
         yield node, grad_output, summed
@@ -378,7 +379,7 @@ def walk(root, grad=None, retain_graph=False):
         _accumulate_leaf(leaf, leaf_grad)
 
 
-def _first_gradient(root, grad, Tensor):
+def _first_gradient(root, grad):
     """dL/d(root) as an array of root's shape: ones for a one-element root, else the one given."""
     if not root.requires_grad:
         raise errors.nothing_to_differentiate(root)
@@ -386,18 +387,24 @@ def _first_gradient(root, grad, Tensor):
         if root.data.size != 1:
             raise errors.not_a_scalar(root)
         return np.ones_like(root.data)
-    grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad, dtype=root.data.dtype)
+    grad = np.asarray(grad.data if isinstance(grad, _Tensor) else grad, dtype=root.data.dtype)
     if grad.shape != root.shape:
         raise errors.wrong_first_gradient(grad, root)
     return grad
 
 
-def _tensor_hooks(node, grad):
-    """What register_hook and retain_grad asked for on the tensor this node made."""
-    for hook in node._hooks:
+def _run_hooks(hooks, grad):
+    """register_hook's hooks in order; a hook that returns an array replaces grad."""
+    for hook in hooks:
         replaced = hook(grad)
         if replaced is not None:
             grad = replaced
+    return grad
+
+
+def _tensor_hooks(node, grad):
+    """What register_hook and retain_grad asked for on the tensor this node made."""
+    grad = _run_hooks(node._hooks, grad)
     if node._retained is not None:
         tensor = node._retained()
         if tensor is not None:
@@ -405,7 +412,7 @@ def _tensor_hooks(node, grad):
     return grad
 
 
-def _pass_to_inputs(node, grad_inputs, pending, leaf_grads, Tensor):
+def _pass_to_inputs(node, grad_inputs, pending, leaf_grads):
     """Send node's backward results along its edges: each summed down to its input's shape
     (unbroadcast), cast to its input's dtype, and added to what that input's node (pending)
     or leaf (leaf_grads) has received. Returns them, one per input (None where none goes)."""
@@ -417,7 +424,7 @@ def _pass_to_inputs(node, grad_inputs, pending, leaf_grads, Tensor):
             summed.append(None)
             continue
         if type(grad_input) is not _ndarray:  # a Tensor (a backward written with Tensor ops), a CuPy array
-            grad_input = grad_input.data if isinstance(grad_input, Tensor) else grad_input
+            grad_input = grad_input.data if isinstance(grad_input, _Tensor) else grad_input
             if not (hasattr(grad_input, "shape") and hasattr(grad_input, "dtype")):
                 raise errors.not_an_array(node, grad_inputs, grad_input)
         if grad_input.shape != shape:
@@ -442,10 +449,7 @@ _ndarray = np.ndarray
 
 def _accumulate_leaf(leaf, grad):
     """Leaves accumulate across backward calls, as in PyTorch (hence zero_grad)."""
-    for hook in leaf._hooks:
-        replaced = hook(grad)
-        if replaced is not None:
-            grad = replaced
+    grad = _run_hooks(leaf._hooks, grad)
     # A copy on first store: the same array may reach two leaves (Add returns grad twice),
     # and an optimizer that updates one leaf's .grad in place must not touch the other.
     leaf.grad = grad.copy() if leaf.grad is None else leaf.grad + grad

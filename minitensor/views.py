@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import autograd, grad_mode, ops
+from . import autograd, ops
 from .grad_mode import is_grad_enabled
 
 # ----------------------------------------------------------------------------
@@ -162,7 +162,7 @@ def become_view_of(result, source, function, options):
         return
     result._version_counter = source._version_counter
     parent = source._view
-    made_without_grad = not grad_mode.enabled or (parent is not None and parent.made_without_grad)
+    made_without_grad = not is_grad_enabled() or (parent is not None and parent.made_without_grad)
     result._view = View(source if parent is None else parent.base, parent, (function, options), made_without_grad)
 
 

@@ -43,11 +43,11 @@ def _is_integer(axis):
 
 def mask_array(mask):
     """A mask as the array it holds: a Tensor's data (ops never import Tensor, so a Tensor is
-    known by its requires_grad), a list or a Python bool as a NumPy array; an array (NumPy or
+    known by its _requires_grad slot), a list or a Python bool as a NumPy array; an array (NumPy or
     CuPy) and None as they are. The one place a mask is unwrapped."""
     if mask is None:
         return None
-    if hasattr(mask, "_requires_grad"):  # a Tensor (its slot: the property may refresh a view)
+    if hasattr(mask, "_requires_grad"):  # a Tensor (the slot, not the property, which may refresh a view)
         return mask.data
     return mask if hasattr(mask, "dtype") else np.asarray(mask)
 

@@ -4,8 +4,9 @@ import argparse
 import sys
 
 from . import __doc__ as USAGE
-from .bundle import bundle
+from .bundle import bundle, rehearse
 from .grade import grade
+from .isolation import LEVELS
 from .strip import strip
 from .tasks import TASKS, HomeworkError
 
@@ -29,27 +30,45 @@ def main(argv=None):
     grade_parser.add_argument("--gradescope", metavar="PATH", help="also write Gradescope's results.json here")
     grade_parser.add_argument("--worker-python", metavar="PYTHON",
                               help="the interpreter student code runs under (default: this one)")
-    grade_parser.add_argument("--require-user", action="store_true",
-                              help="as root, refuse to grade unless student code can run as a user of its own")
+    grade_parser.add_argument("--isolation", choices=LEVELS, default="none",
+                              help="the weakest isolation of student code to accept: grading refuses below it "
+                                   "(default none; the autograder asks for landlock). Student code never runs as root.")
     grade_parser.add_argument("-v", "--verbose", action="store_true", help="print each failing test's feedback")
     bundle_parser = commands.add_parser("bundle", help="write a Gradescope autograder zip for an assignment")
     bundle_parser.add_argument("out")
     bundle_parser.add_argument("--tasks", nargs="*", metavar="TASK", help="the assignment's tasks (default: all)")
     bundle_parser.add_argument("--extra", help="a folder of hidden tests to include")
     bundle_parser.add_argument("--timeout", type=float, default=60.0, help="seconds per test (default 60)")
+    bundle_parser.add_argument("--isolation", choices=LEVELS, default="landlock",
+                               help="the weakest isolation the autograder accepts (default landlock)")
+    rehearse_parser = commands.add_parser("rehearse", help="run an autograder zip on a submission here, as "
+                                                           "Gradescope would")
+    rehearse_parser.add_argument("autograder", help="the zip `bundle` wrote")
+    rehearse_parser.add_argument("submission", help="a student's submission folder")
+    rehearse_parser.add_argument("--worker-python", metavar="PYTHON",
+                                 help="the student environment's interpreter (default: this one)")
+    rehearse_parser.add_argument("--keep", metavar="FOLDER",
+                                 help="lay the autograder out in FOLDER (new) and keep it, instead of a temporary one")
     args = parser.parse_args(argv)
     try:
         if args.command == "strip":
             out = strip(args.out, keep=args.keep, manifest=args.manifest)
             print(f"student copy written to {out}: {len(TASKS) - len(args.keep)} tasks to do")
             return 0
+        if args.command == "rehearse":
+            document = rehearse(args.autograder, args.submission, python=args.worker_python, keep=args.keep)
+            print(f"score {document['score']:g} / {sum(test['max_score'] for test in document['tests']):g}, "
+                  f"in {document['execution_time']:g} s, isolation {document['extra_data']['isolation']}")
+            print(document["output"])
+            return 0
         if args.command == "bundle":
-            out = bundle(args.out, tasks=args.tasks, extra=args.extra, timeout=args.timeout)
+            out = bundle(args.out, tasks=args.tasks, extra=args.extra, timeout=args.timeout,
+                         isolation_at_least=args.isolation)
             print(f"autograder written to {out}: upload it as the assignment's autograder (zip)")
             return 0
         ok, _ = grade(args.path, task=args.task, tasks=args.tasks, extra=args.extra, tests=args.tests,
                       timeout=args.timeout, gradescope=args.gradescope, verbose=args.verbose,
-                      python=args.worker_python, require_user=args.require_user)
+                      python=args.worker_python, isolation_at_least=args.isolation)
         return 0 if ok else 1
     except HomeworkError as error:
         print(f"error: {error}", file=sys.stderr)

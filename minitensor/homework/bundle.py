@@ -2,12 +2,18 @@
 
 import configparser
 import json
+import os
 import pathlib
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
 import zipfile
 
 from .grade import GRADED, GRADER_PACKAGE, _graded_files, _pytest_ini
 from .strip import SOLUTION_ROOT
+from .isolation import LEVELS
 from .tasks import TASK_NAMES, HomeworkError, _check_tasks
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -46,12 +52,16 @@ def _requirements(root):
     return pinned(grader), pinned(runtime)
 
 
-def bundle(out, tasks=None, extra=None, timeout=60.0, root=None):
+def bundle(out, tasks=None, extra=None, timeout=60.0, root=None, isolation_at_least="landlock"):
     """Write the autograder zip for an assignment (a subset of TASKS, in course order): setup.sh,
-    run_autograder, the two requirements files, the grader (this package) and the teacher's tests."""
+    run_autograder, the two requirements files, the grader (this package) and the teacher's tests.
+    The autograder refuses to grade with student code isolated less than `isolation_at_least`."""
     root = pathlib.Path(root or SOLUTION_ROOT)
     tasks = list(tasks or TASK_NAMES)
     _check_tasks(tasks, "bundle --tasks")
+    if isolation_at_least not in LEVELS:
+        raise HomeworkError(f"bundle --isolation: {isolation_at_least!r} is not a level; "
+                            f"choose one of {', '.join(LEVELS)}")
     tasks = [name for name in TASK_NAMES if name in tasks]
     if extra is not None and (not pathlib.Path(extra).is_dir() or not _graded_files(pathlib.Path(extra))):
         raise HomeworkError(f"bundle --extra: {extra} is not a folder with test_*.py files of @pytest.mark.task tests")
@@ -63,11 +73,11 @@ def bundle(out, tasks=None, extra=None, timeout=60.0, root=None):
     run = run.replace("__EXTRA__", "--extra hidden " if extra else "").replace("__TASKS__", " ".join(tasks))
     members = {
         "setup.sh": (AUTOGRADER / "setup.sh").read_text(),
-        "run_autograder": run.replace("__TIMEOUT__", f"{timeout:g}"),
+        "run_autograder": run.replace("__TIMEOUT__", f"{timeout:g}").replace("__ISOLATION__", isolation_at_least),
         "requirements-grader.txt": grader_requirements,
         "requirements-student.txt": student_requirements,
-        "assignment.json": json.dumps({"tasks": tasks, "timeout": timeout, "hidden_tests": extra is not None},
-                                      indent=1) + "\n",
+        "assignment.json": json.dumps({"tasks": tasks, "timeout": timeout, "hidden_tests": extra is not None,
+                                       "isolation_at_least": isolation_at_least}, indent=1) + "\n",
     }
     for path in sorted(HERE.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts and path.parent != AUTOGRADER:
@@ -86,3 +96,28 @@ def bundle(out, tasks=None, extra=None, timeout=60.0, root=None):
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, text)
     return out
+
+
+def rehearse(archive, submission, python=None, keep=None):
+    """Run the autograder `archive` on `submission` here, laid out as Gradescope lays it out
+    (source/, submission/, results/ under one root), with this interpreter as the grader's and
+    `python` as the student environment's; return the results.json it wrote."""
+    archive, submission = pathlib.Path(archive), pathlib.Path(submission)
+    if not zipfile.is_zipfile(archive):
+        raise HomeworkError(f"rehearse: {archive} is not an autograder zip (write one with `bundle`)")
+    if not submission.is_dir():
+        raise HomeworkError(f"rehearse: {submission} is not a folder")
+    if keep is not None and pathlib.Path(keep).exists():
+        raise HomeworkError(f"rehearse --keep: {keep} exists; give a new folder")
+    root = pathlib.Path(keep) if keep else pathlib.Path(tempfile.mkdtemp(prefix="minitensor-rehearsal-"))
+    try:
+        with zipfile.ZipFile(archive) as zipped:
+            zipped.extractall(root / "source")
+        shutil.copytree(submission, root / "submission", symlinks=True)  # links stay links: the grader refuses them
+        (root / "source" / "run_autograder").chmod(0o755)
+        env = dict(os.environ, AUTOGRADER_ROOT=str(root), PYTHON=sys.executable, WORKER_PYTHON=python or sys.executable)
+        subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, check=True)
+        return json.loads((root / "results" / "results.json").read_text())
+    finally:
+        if keep is None:
+            shutil.rmtree(root, ignore_errors=True)

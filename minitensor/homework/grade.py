@@ -13,8 +13,11 @@ import tempfile
 import time
 from typing import NamedTuple
 
-from .sandbox import Sandbox, StudentError, WorkerDied, WorkerTimedOut, become_subreaper, kill_descendants
+from . import isolation
+from .sandbox import (PACKAGES, IsolationError, Sandbox, StudentError, WorkerDied, WorkerTimedOut, become_subreaper,
+                      kill_descendants)
 from .strip import EXPECTED_FILES, SOLUTION_ROOT, STUDENT_MARK
+from .submission import copy_submission, find_plain_copy
 from .tasks import POINTS_PER_TASK, TASK_NAMES, HomeworkError, _check_tasks
 
 def _split_points(count, points):
@@ -33,17 +36,17 @@ class Row(NamedTuple):
 
 def find_copy(path):
     """The folder that holds the copy: `path` itself, or the one folder inside it that does (an
-    upload that kept its top folder). A missing folder or file is a HomeworkError that names it."""
+    upload that kept its top folder), found without following a link inside the submission. A
+    missing folder or file is a HomeworkError that names it."""
     path = pathlib.Path(path)
     if not path.is_dir():
         raise HomeworkError(f"grade: {path} is not a folder; "
                             f"give the folder of a student copy (the one with minitensor/)")
-    candidates = [path] + sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
-    for candidate in candidates:
-        if all((candidate / name).is_file() for name in EXPECTED_FILES):
-            return candidate.resolve()
+    found = find_plain_copy(path.resolve(), EXPECTED_FILES)
+    if found is not None:
+        return found
     missing = [name for name in EXPECTED_FILES if not (path / name).is_file()]
-    raise HomeworkError(f"grade: {path} is not a student copy: {', '.join(missing)} missing; "
+    raise HomeworkError(f"grade: {path} is not a student copy: {', '.join(missing) or 'its files are links'} missing; "
                         f"hand in the whole copy (the folder with minitensor/, models/ and demos/)")
 
 
@@ -79,12 +82,13 @@ def probe_imports():
     import demos  # noqa: F401
 
 
-def _import_failure(copy, python, seconds, require_user):
-    """(None if the copy imports in a worker, else what stops it: file, line and error; the
-    sandbox's warning, if student code cannot run as a user of its own)."""
+def _import_failure(copy, python, seconds, isolation_at_least):
+    """(None if the copy imports in a worker, else what stops it: file, line and error). A sandbox
+    that cannot be made (no user to run the Python, a level below the one asked) is a
+    HomeworkError that says why, not a copy that "does not import"."""
     try:
-        sandbox = Sandbox(copy, python=python, require_user=require_user)
-    except PermissionError as error:
+        sandbox = Sandbox(copy, python=python, isolation_at_least=isolation_at_least)
+    except IsolationError as error:
         raise HomeworkError(f"grade: {error}") from None
     worker = sandbox.worker("import")
     try:
@@ -92,13 +96,13 @@ def _import_failure(copy, python, seconds, require_user):
     except StudentError as error:
         details = error.args[0]
         where = f"{details['where']}: " if details.get("where") else ""
-        return f"{where}{details['type']}: {details['message']}", sandbox.warning
+        return f"{where}{details['type']}: {details['message']}"
     except (WorkerDied, WorkerTimedOut) as error:
-        return str(error) or f"importing it took more than {seconds:g} s", sandbox.warning
+        return str(error) or f"importing it took more than {seconds:g} s"
     finally:
         worker.stop()
         sandbox.close()
-    return None, sandbox.warning
+    return None
 
 
 def _source_of(function):
@@ -110,16 +114,25 @@ def _source_of(function):
 GRADER_PACKAGE = "minitensor_grader"  # this package, as the grader process imports it
 
 
-def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, require_user=False):
+def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, isolation_at_least="none"):
     """Run the task-marked tests of `tests` (and `extra`, hidden) on `copy`; return the plugin's
-    results with each test's "hidden" flag, or a dict with "error" when the copy does not import.
+    results with each test's "hidden" flag and the isolation level the workers ran at, or a dict
+    with "error" when the submission is refused or the copy does not import.
 
-    The tests run in a grader process (pytest with plugin.py) that never imports the copy; the
-    copy's code runs in worker processes under `python` (default: this interpreter)."""
+    The submission's packages are copied first, never followed (submission.py); the tests run in
+    a grader process (pytest with plugin.py) that never imports the copy; the copy's code runs in
+    worker processes under `python` (default: this interpreter), fenced in at the strongest level
+    the machine allows and at least `isolation_at_least` (isolation.py)."""
     become_subreaper()
     python = python or sys.executable
+    isolation.rank(isolation_at_least)
     with tempfile.TemporaryDirectory(prefix="minitensor-grade-") as scratch:  # 0700: no worker reads it
         scratch = pathlib.Path(scratch)
+        try:
+            copy_submission(copy, scratch / "copy", PACKAGES)
+        except HomeworkError as error:
+            return {"error": f"the submission was refused: {error}", "tests": {}}
+        copy = scratch / "copy"
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
         shutil.copytree(tests, scratch / "tests", ignore=ignore)
         args = [str(p) for p in _graded_files(scratch / "tests")]
@@ -135,7 +148,7 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, requ
                    MINITENSOR_GRADER_RESULTS=str(results_file), MINITENSOR_GRADER_TASKS=",".join(tasks),
                    MINITENSOR_GRADER_TIMEOUT=str(timeout), MINITENSOR_GRADER_COPY=str(copy),
                    MINITENSOR_GRADER_PYTHON=python, MINITENSOR_GRADER_LOG=str(scratch / "workers.log"),
-                   MINITENSOR_GRADER_REQUIRE_USER="1" if require_user else "0")
+                   MINITENSOR_GRADER_ISOLATION=isolation_at_least)
         command = [sys.executable, "-m", "pytest", *args, "-p", f"{GRADER_PACKAGE}.plugin", "-c",
                    str(scratch / "pytest.ini"), "--rootdir", str(scratch), "-q", "-p", "no:cacheprovider",
                    "--no-header", "-rN"]
@@ -144,9 +157,9 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, requ
         with open(output, "w") as log:  # the grader starts (PyTorch loads) while the import check runs
             run = subprocess.Popen(command, cwd=scratch, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
-            failure, warning = _import_failure(copy, python, max(timeout, 60.0), require_user)
+            failure = _import_failure(copy, python, max(timeout, 60.0), isolation_at_least)
             if failure:
-                return {"error": f"the copy does not import: {failure}", "tests": {}, "warning": warning}
+                return {"error": f"the copy does not import: {failure}", "tests": {}}
             run.wait(timeout=limit)
         except subprocess.TimeoutExpired:
             return {"error": f"the tests did not finish within {limit:g} s (a hang no per-test limit could stop)",
@@ -157,7 +170,8 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, requ
             tail = "\n".join(output.read_text().strip().splitlines()[-5:])
             return {"error": f"the tests could not run on the copy:\n{tail}", "tests": {}}
         results = json.loads(results_file.read_text())
-    results["warning"] = warning
+        if results.get("error"):  # the grader could not fence the workers in: nothing was graded
+            raise HomeworkError(f"grade: {results['error']}")
     for nodeid, entry in results["tests"].items():
         entry["hidden"] = nodeid.startswith("hidden/")
     return results
@@ -198,7 +212,7 @@ def _summary(rows, results, hidden_exist):
 
 
 def grade(path=".", task=None, extra=None, stream=None, tests=None, tasks=None, timeout=60.0,
-          gradescope=None, verbose=False, hidden_exist=None, python=None, require_user=False):
+          gradescope=None, verbose=False, hidden_exist=None, python=None, isolation_at_least="none"):
     """Grade the copy at `path` with the teacher's tests; print a table; return (ok, rows).
 
     task / tasks    one task, or the tasks of an assignment (default: every task in TASKS)
@@ -207,7 +221,8 @@ def grade(path=".", task=None, extra=None, stream=None, tests=None, tasks=None, 
     timeout         seconds per test; a test past it fails with "timed out after N s"
     gradescope      write Gradescope's results.json here
     python          the interpreter student code runs under (default: this one)
-    require_user    as root, refuse to grade if student code cannot run as a user of its own
+    isolation_at_least  the weakest isolation accepted ("none", "uid", "landlock", "bubblewrap"): grading
+                    refuses, saying why, rather than run student code less fenced in (isolation.py)
     hidden_exist    whether hidden tests exist that this run does not show (default: `extra` was given,
                     or the copy is a student copy); then a full pass reads "public tests passed"
     """
@@ -215,6 +230,9 @@ def grade(path=".", task=None, extra=None, stream=None, tests=None, tasks=None, 
     start = time.perf_counter()
     names = [task] if task else list(tasks or TASK_NAMES)
     _check_tasks(names, "grade --task" if task else "grade --tasks")
+    if isolation_at_least not in isolation.LEVELS:
+        raise HomeworkError(f"grade --isolation: {isolation_at_least!r} is not a level; choose one of "
+                            f"{', '.join(isolation.LEVELS)}")
     tests = pathlib.Path(tests or SOLUTION_ROOT / "tests")
     if not tests.is_dir() or not _graded_files(tests):
         raise HomeworkError(f"grade: {tests} holds no task-marked tests (test_*.py with @pytest.mark.task)")
@@ -234,7 +252,7 @@ def grade(path=".", task=None, extra=None, stream=None, tests=None, tasks=None, 
         results, copy = {"error": str(error).removeprefix("grade: "), "tests": {}}, pathlib.Path(path)
     else:
         try:
-            results = run_tests(copy, tests, extra, names, timeout, python, require_user)
+            results = run_tests(copy, tests, extra, names, timeout, python, isolation_at_least)
         except HomeworkError as error:
             if gradescope is None:
                 raise
@@ -265,8 +283,8 @@ def _print_table(rows, summary, results, copy, verbose, stream):
                 print(f"\n--- {entry['task']}: {nodeid}\n{entry['message']}", file=stream)
     elif failing is not None and not results.get("error"):
         print(f"to see why: python -m minitensor.homework grade {copy} --task {failing.task} -v", file=stream)
-    if results.get("warning"):
-        print(results["warning"], file=stream)
+    if results.get("isolation"):
+        print(f"student code ran at isolation level {isolation.describe(results['isolation'])}", file=stream)
 
 
 def _test_name(nodeid, entry):
@@ -307,6 +325,7 @@ def write_gradescope(path, results, rows, seconds, hidden_exist=True):
         "output": f"{summary}\n\n{table}",
         "visibility": "visible",
         "stdout_visibility": "hidden",
+        "extra_data": {"isolation": results.get("isolation")},
         "tests": entries,
     }
     pathlib.Path(path).write_text(json.dumps(document, indent=1) + "\n")

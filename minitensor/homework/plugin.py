@@ -16,18 +16,22 @@ Settings come from the environment: MINITENSOR_GRADER_RESULTS (the file to write
 MINITENSOR_GRADER_TASKS (comma-separated, in course order; empty: all),
 MINITENSOR_GRADER_TIMEOUT (seconds per test), MINITENSOR_GRADER_COPY (the copy's folder),
 MINITENSOR_GRADER_PYTHON (the interpreter workers run), MINITENSOR_GRADER_LOG (the workers' output),
-MINITENSOR_GRADER_REQUIRE_USER=1 (as root, refuse to run student code as root).
+MINITENSOR_GRADER_ISOLATION (the weakest isolation level accepted). The results file also says
+which level the workers ran at ("isolation") and the grader's own peak memory ("grader_max_rss_mb").
+A test's clock starts when its worker is ready (its start-up is not the student's time).
 """
 
 import json
 import os
 import re
+import resource
 import signal
 import time
 
 import pytest
 
-from .sandbox import Sandbox, StudentError, WorkerDied, WorkerTimedOut, become_subreaper, kill_descendants
+from .sandbox import (IsolationError, Sandbox, StudentError, WorkerDied, WorkerTimedOut, become_subreaper,
+                      kill_descendants)
 from .student import WorkerStudent
 
 UNSOLVED = re.compile(r"Task (\w+):")
@@ -37,8 +41,8 @@ TIMEOUT = float(os.environ.get("MINITENSOR_GRADER_TIMEOUT", "60"))
 COPY = os.environ.get("MINITENSOR_GRADER_COPY")
 PYTHON = os.environ.get("MINITENSOR_GRADER_PYTHON")
 LOG = os.environ.get("MINITENSOR_GRADER_LOG")
-REQUIRE_USER = os.environ.get("MINITENSOR_GRADER_REQUIRE_USER") == "1"
-_tests, _collect_errors = {}, []
+ISOLATION = os.environ.get("MINITENSOR_GRADER_ISOLATION", "none")
+_tests, _collect_errors, _session = {}, [], {"isolation": None, "error": None}
 become_subreaper()
 
 
@@ -84,7 +88,8 @@ class _Workers:
         if key != self.key:
             self.stop()
             if self.sandbox is None:
-                self.sandbox = Sandbox(COPY, python=PYTHON, require_user=REQUIRE_USER)
+                self.sandbox = Sandbox(COPY, python=PYTHON, isolation_at_least=ISOLATION)
+                _session["isolation"] = self.sandbox.level
             self.key, self.worker = key, self.sandbox.worker(key[0], log=LOG)
         return self.worker
 
@@ -105,16 +110,17 @@ _workers = _Workers()
 
 @pytest.fixture
 def student(request):
-    """The student's code, reached through a worker process: `student.call(probe, *args)`."""
-    return WorkerStudent(_workers.for_item(request.node), deadline=request.node.stash.get(_DEADLINE, None))
-
-
-_DEADLINE = pytest.StashKey[float]()
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item):
-    item.stash[_DEADLINE] = time.monotonic() + TIMEOUT
+    """The student's code, reached through a worker process: `student.call(probe, *args)`. The
+    worker is started (and ready) before the test's clock starts."""
+    try:
+        worker = _workers.for_item(request.node)
+    except IsolationError as error:  # no worker can run here as asked: stop, grade nothing
+        _session["error"] = str(error)
+        request.session.shouldstop = str(error)
+        raise
+    if worker.process is None:
+        worker.start()
+    return WorkerStudent(worker, deadline=time.monotonic() + TIMEOUT)
 
 
 def _on_alarm(signum, frame):
@@ -180,5 +186,8 @@ def pytest_runtest_makereport(item, call):
 
 def pytest_sessionfinish(session):
     _workers.close()  # no student process is left when the results are written
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kilobytes on Linux
     with open(RESULTS, "w") as file:
-        json.dump({"tests": _tests, "collect_errors": _collect_errors, "finished": time.time()}, file)
+        json.dump({"tests": _tests, "collect_errors": _collect_errors, "finished": time.time(),
+                   "isolation": _session["isolation"], "error": _session["error"],
+                   "grader_max_rss_mb": round(peak, 1)}, file)

@@ -1,21 +1,26 @@
 """Where student code runs while it is graded: a worker process per task, fenced off.
 
-    sandbox = Sandbox(copy)                     # the copy's packages, in a folder of their own
-    worker = sandbox.worker("softmax_backward", python=sys.executable)
+    sandbox = Sandbox(copy, isolation="landlock")  # the copy's packages; refuses a weaker fence
+    worker = sandbox.worker("softmax_backward")
     value = worker.call(source, "probe_name", args, kwargs, seconds=60)
     worker.stop()
-    sandbox.close()                             # every process it started is gone
+    sandbox.close()                                # every process it started is gone
 
-What fences the worker in (and what it cannot do without root) is in the README, "For teachers".
-- It sees a folder that holds the copy's minitensor/, models/, demos/ and benchmarks/ and
-  nothing else (no tests, no conftest.py, no results file), and a scrubbed environment.
-- Resource limits (`resource.setrlimit`): CPU seconds, address space, file size, no core files;
-  each call has a wall-clock limit, after which the worker is killed and the next call starts a
-  new one. A crash or `os._exit` costs the test it happened in.
-- Run as root (Gradescope does), the worker drops to an unused user id: the grader's folders
-  (0700) are out of its reach, and every process of that id is killed when grading ends.
+What fences the worker in is in isolation.py (the levels) and the README, "For teachers":
+- It sees the copy's minitensor/, models/, demos/ and benchmarks/, the student environment (the
+  run-time packages, never PyTorch or the grader's) and its own home, through the strongest
+  level the machine allows (bubblewrap, landlock, uid, none); `isolation` is the least accepted.
+- Student code never runs as root: as root, the worker runs as an unused user id (reserved in a
+  file that names the grader's process, so a crashed grader's reservation is reclaimed), and
+  grading stops with the reason when no other user can run the worker's Python.
+- Limits (`resource.setrlimit`): CPU seconds, address space, file size, open files, processes,
+  no core files; a worker's writable folders are capped in size (checked after each call;
+  bubblewrap's /tmp is a capped tmpfs); each call has a wall-clock limit that starts when the
+  worker is ready; past it the worker is killed and the next call starts a new one. A crash or
+  `os._exit` costs the test it happened in.
 - The grader is a child subreaper, so a worker's detached grandchildren come back to it and are
-  killed with the rest (`kill_descendants`) before any result is written.
+  killed with the rest (`kill_descendants`) before any result is written; as root, every process
+  of the worker's user id is killed and its files in /tmp, /var/tmp and /dev/shm removed.
 """
 
 import ctypes
@@ -31,6 +36,7 @@ import sys
 import tempfile
 import time
 
+from . import isolation
 from .worker import MAX_MESSAGE, decode, encode
 
 PACKAGES = ("minitensor", "models", "demos", "benchmarks")  # what a graded copy contributes
@@ -38,7 +44,13 @@ WORKER_FILE = pathlib.Path(__file__).with_name("worker.py")
 MEMORY_MB = 6144
 CPU_SECONDS = 900
 FILE_MB = 256
+DISK_MB = 512  # what a worker may leave in its writable folders
+OPEN_FILES = 256
+PROCESSES = 128  # a worker's own processes and threads (beyond what its user already runs)
+START_SECONDS = 120.0  # a worker's start-up (Python, NumPy, the copy's import): not part of any test's time
 FIRST_UID = 61_000  # where the search for an unused user id starts, when grading as root
+UID_RANGE = 5_000
+SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 class StudentError(Exception):
@@ -51,6 +63,11 @@ class WorkerTimedOut(BaseException):
 
 class WorkerDied(Exception):
     """The worker ended during a call (a crash, `os._exit`, a resource limit)."""
+
+
+class IsolationError(PermissionError):
+    """Student code cannot be fenced in as asked (no other user can run the Python, or the
+    machine allows only a weaker level than the teacher accepts)."""
 
 
 def become_subreaper():
@@ -113,6 +130,15 @@ def _is_alive(pid):
     return state != "Z"
 
 
+def _started(pid):
+    """When process `pid` started (clock ticks since boot), or None: a pid and its start time
+    name one process, even after the pid is reused."""
+    try:
+        return int(pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _reap():
     while True:
         try:
@@ -123,69 +149,181 @@ def _reap():
             return
 
 
-def _unused_uid():
-    """A user id no account has and no process runs as, reserved (a file made with O_EXCL) so
-    that two sandboxes at once, the grader's and the import check's, never share one."""
-    import pwd
-
-    taken = {owner for _, owner in _processes().values()}
-    for uid in range(FIRST_UID, FIRST_UID + 5000):
-        try:
-            pwd.getpwuid(uid)
-            continue
-        except KeyError:
-            pass
-        if uid in taken:
-            continue
-        try:
-            os.close(os.open(_reservation(uid), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        except FileExistsError:
-            continue
-        return uid
-    raise RuntimeError("no unused user id to run student code as")
+# ----------------------------------------------------------------------------
+# User ids for workers, when grading as root
+# ----------------------------------------------------------------------------
 
 
 def _reservation(uid):
     return os.path.join(tempfile.gettempdir(), f".minitensor-worker-uid-{uid}")
 
 
-class Sandbox:
-    """A folder with the copy's packages (read-only for the worker) and one home per worker."""
+def _stale(path):
+    """Whether a reservation's grader is gone (or the file says nothing readable)."""
+    try:
+        pid, started = (int(n) for n in pathlib.Path(path).read_text().split())
+    except (OSError, ValueError):
+        return True
+    return _started(pid) != started
 
-    def __init__(self, copy, memory_mb=MEMORY_MB, python=None, require_user=False):
+
+def _unused_uid():
+    """A user id no account has and no process runs as, reserved (a file made with O_EXCL that
+    names this process) so that two sandboxes at once never share one. A reservation whose
+    process is gone is reclaimed: its user's processes killed, the file removed."""
+    import pwd
+
+    taken = {owner for _, owner in _processes().values()}
+    for uid in range(FIRST_UID, FIRST_UID + UID_RANGE):
+        try:
+            pwd.getpwuid(uid)
+            continue
+        except KeyError:
+            pass
+        path = _reservation(uid)
+        if os.path.exists(path) and _stale(path):
+            kill_descendants(uid, only_uid=True)
+            _remove_files_of(uid)
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+        if uid in taken and not os.path.exists(path):
+            continue
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "w") as file:
+            file.write(f"{os.getpid()} {_started(os.getpid())}\n")
+        return uid
+    raise IsolationError(f"no unused user id to run student code as in {FIRST_UID}..{FIRST_UID + UID_RANGE - 1}")
+
+
+def _remove_files_of(uid):
+    """Remove what user `uid` left in the shared temporary folders (a worker's files must not
+    reach the next run)."""
+    for top in SHARED_TMP:
+        for folder, folders, names in os.walk(top, topdown=False):
+            for name in names + folders:
+                path = os.path.join(folder, name)
+                try:
+                    if os.lstat(path).st_uid != uid:
+                        continue
+                    if os.path.isdir(path) and not os.path.islink(path):
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        os.remove(path)
+                except OSError:
+                    pass
+
+
+def _drop_to(uid):
+    def drop():
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    return drop
+
+
+def _size_mb(folder):
+    total = 0
+    for top, _, names in os.walk(folder):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(top, name)).st_size
+            except OSError:
+                pass
+    return total / 2**20
+
+
+# ----------------------------------------------------------------------------
+# The sandbox
+# ----------------------------------------------------------------------------
+
+
+class Sandbox:
+    """A folder with the copy's packages (read-only for the worker), one home per worker, and the
+    isolation level every worker of it runs at (`level`)."""
+
+    def __init__(self, copy, memory_mb=MEMORY_MB, python=None, isolation_at_least="none"):
+        minimum = isolation.rank(isolation_at_least)
         self.root = pathlib.Path(tempfile.mkdtemp(prefix="minitensor-sandbox-"))
         self.python = python or sys.executable
-        self.uid = _unused_uid() if os.geteuid() == 0 else None
-        self.warning = None
         self.memory_mb = memory_mb
-        self.code = self.root / "code"
-        self.code.mkdir()
-        for name in PACKAGES:
-            if (pathlib.Path(copy) / name).is_dir():
-                shutil.copytree(pathlib.Path(copy) / name, self.code / name, symlinks=False,
-                                ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "*.pth"))
-        shutil.copy2(WORKER_FILE, self.root / "worker.py")
-        self.cache = self._home("numba-cache")  # shared by the workers: a kernel compiles once a run
-        for path in [self.root, *self.code.rglob("*"), self.root / "worker.py"]:
-            path.chmod(0o755 if path.is_dir() else 0o644)
-        self.root.chmod(0o711)  # the worker may pass through, not list
+        self.uid = None
         self.count = 0
-        if self.uid is not None and not self._runs_as_uid():
-            why = (f"{self.python} cannot run NumPy as another user (a folder on its path is not readable "
-                   f"by others)")
-            if require_user:
-                self.close()
-                raise PermissionError(f"{why}; install the grader's Python where every user can read it")
-            self.uid, self.warning = None, f"note: student code ran as root, not as a user of its own: {why}"
-
-    def _runs_as_uid(self):
-        probe = Worker(self, "check", self.python, self.root, os.devnull)
+        self.homes = []
         try:
-            check = subprocess.run([self.python, "-I", "-c", "import numpy"], cwd="/", preexec_fn=probe._limits,
-                                   env=_environment(self.root, self.root), capture_output=True, timeout=120)
-            return check.returncode == 0
-        except (OSError, subprocess.SubprocessError):
-            return False
+            self.uid = _unused_uid() if os.geteuid() == 0 else None
+            self.code = self.root / "code"
+            self.code.mkdir()
+            for name in PACKAGES:
+                if (pathlib.Path(copy) / name).is_dir():
+                    shutil.copytree(pathlib.Path(copy) / name, self.code / name, symlinks=True,
+                                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "*.pth"))
+            self.worker_file = self.root / "worker.py"
+            shutil.copy2(WORKER_FILE, self.worker_file)
+            for path in [self.root, *self.code.rglob("*"), self.worker_file]:
+                path.chmod(0o755 if path.is_dir() else 0o644)
+            self.root.chmod(0o711)  # the worker may pass through, not list
+            self.cache = self._home("numba-cache")  # shared by the workers: a kernel compiles once a run
+            self._processes_before = sum(owner == os.getuid() for _, owner in _processes().values())
+            self.environment = self._environment()
+            self.site = isolation.link_packages(self.environment, self.root / "site")
+            self.readable = [self.code, self.worker_file, self.site]
+            self.level, self.refused = self._strongest_level(minimum)
+        except BaseException:
+            self.close()
+            raise
+
+    def _environment(self):
+        run_as = _drop_to(self.uid) if self.uid is not None else None
+        try:
+            return isolation.StudentEnvironment(self.python, run_as=run_as)
+        except PermissionError as error:
+            who = "another user" if self.uid is not None else "the grader"
+            raise IsolationError(
+                f"student code never runs as root, and {who} cannot run {self.python} ({error}); install the "
+                f"worker's Python where every user can read it (for example Debian's python3.11 with a "
+                f"virtual environment under /opt) and pass it with --worker-python") from None
+
+    def _strongest_level(self, minimum):
+        """(the strongest level whose worker imports NumPy here, {weaker-than-asked level: why not})."""
+        candidates = ["bubblewrap", "landlock"] + (["uid"] if self.uid is not None else ["none"])
+        refused = {}
+        for level in candidates:
+            why = self._why_not(level)
+            if why is None:
+                if isolation.rank(level) < minimum:
+                    break
+                return level, refused
+            refused[level] = why
+        wanted = isolation.LEVELS[minimum]
+        reasons = "; ".join(f"{level}: {why}" for level, why in refused.items())
+        raise IsolationError(f"student code cannot be isolated at level {wanted!r} or stronger on this machine "
+                             f"({reasons}); install bubblewrap (apt-get install bubblewrap), or accept a weaker "
+                             f"level with --isolation")
+
+    def _why_not(self, level):
+        if level == "bubblewrap" and isolation.bubblewrap_path() is None:
+            return "bwrap is not installed"
+        if level == "landlock" and isolation.landlock_abi() == 0:
+            return "the kernel has no Landlock"
+        home = self._home("check")
+        try:
+            probe = Worker(self, "check", home, os.devnull, level=level)
+            check_numpy = f"import sys; sys.path.insert(0, {str(self.site)!r}); import numpy; numpy.ones(2).sum()"
+            command = probe.command(["-c", check_numpy])
+            check = subprocess.run(command, cwd=home, env=_environment(home, self.cache, level),
+                                   preexec_fn=probe._limits, capture_output=True, timeout=120)
+        except (OSError, subprocess.SubprocessError) as error:
+            return str(error)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+        if check.returncode:
+            return (check.stderr.decode(errors="replace").strip().splitlines() or [f"exit {check.returncode}"])[-1]
+        return None
 
     def _home(self, name):
         home = self.root / name
@@ -197,23 +335,27 @@ class Sandbox:
 
     def worker(self, task, log=None):
         self.count += 1
-        return Worker(self, task, self.python, self._home(f"home-{self.count}"), log)
+        home = self._home(f"home-{self.count}")
+        return Worker(self, task, home, log, level=self.level)
 
     def close(self):
-        """Kill every process of the sandbox's user (the workers and whatever they started);
-        the caller kills its own descendants (`kill_descendants`) when it is done with them."""
+        """Kill every process of the sandbox's user (the workers and whatever they started) and
+        free its user id; the caller kills its own descendants (`kill_descendants`)."""
         if self.uid is not None:
             kill_descendants(self.uid, only_uid=True)
+            _remove_files_of(self.uid)
             try:
                 os.remove(_reservation(self.uid))
             except OSError:
                 pass
+            self.uid = None
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _environment(home, cache):
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home), "LANG": "C.UTF-8",
-           "MPLBACKEND": "Agg", "MPLCONFIGDIR": str(home), "NUMBA_CACHE_DIR": str(cache),
+def _environment(home, cache, level):
+    private = "/tmp" if level == "bubblewrap" else str(home)
+    env = {"PATH": "/usr/bin:/bin", "HOME": private, "TMPDIR": private, "LANG": "C.UTF-8",
+           "MPLBACKEND": "Agg", "MPLCONFIGDIR": private, "NUMBA_CACHE_DIR": str(cache),
            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
     if "OPENBLAS_CORETYPE" in os.environ:  # the machine's setting, not ours to change
         env["OPENBLAS_CORETYPE"] = os.environ["OPENBLAS_CORETYPE"]
@@ -223,12 +365,22 @@ def _environment(home, cache):
 class Worker:
     """One process running student code for one task; restarted after a crash or a time-out."""
 
-    def __init__(self, sandbox, task, python, home, log):
-        self.sandbox, self.task, self.python, self.home = sandbox, task, python, home
+    def __init__(self, sandbox, task, home, log, level):
+        self.sandbox, self.task, self.home, self.level = sandbox, task, home, level
         self.log = log or os.devnull
         self.process = None
 
+    def command(self, arguments):
+        """The worker's command line at its level: Python, inside bwrap for bubblewrap."""
+        sandbox = self.sandbox
+        python = [sandbox.python, "-I", *arguments]
+        if self.level != "bubblewrap":
+            return python
+        return isolation.bubblewrap_command(sandbox.environment, sandbox.readable, self.home,
+                                            writable=[sandbox.cache]) + python
+
     def _limits(self):
+        """Run in the worker's process before it execs: limits, the user id, Landlock."""
         import resource
 
         megabytes = 2**20
@@ -236,52 +388,89 @@ class Worker:
         resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
         resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_MB * megabytes,) * 2)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
         uid = self.sandbox.uid
+        already = 0 if uid is not None else self.sandbox._processes_before  # the limit counts the user's processes
+        resource.setrlimit(resource.RLIMIT_NPROC, (already + PROCESSES,) * 2)
         if uid is not None:
-            resource.setrlimit(resource.RLIMIT_NPROC, (256, 256))
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
+            _drop_to(uid)()
+        if self.level == "landlock":
+            rules = isolation.landlock_rules(self.sandbox.environment, self.sandbox.readable, self.home,
+                                             writable=[self.sandbox.cache])
+            isolation.apply_landlock(rules, isolation.landlock_abi())
 
     def start(self):
+        """Start the worker and wait (up to START_SECONDS, not counted in any test) until it says
+        it is ready: Python, NumPy and the copy's packages imported."""
         answers_read, answers_write = os.pipe()
+        arguments = [str(self.sandbox.worker_file), str(self.sandbox.code), self.task, str(answers_write),
+                     str(self.sandbox.site)]
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                [self.python, "-I", str(self.sandbox.root / "worker.py"), str(self.sandbox.code), self.task,
-                 str(answers_write)],
-                stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(answers_write,),
-                cwd=self.home, env=_environment(self.home, self.sandbox.cache),
+                self.command(arguments), stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(answers_write,),
+                cwd=self.home, env=_environment(self.home, self.sandbox.cache, self.level),
                 preexec_fn=self._limits, start_new_session=True)
         os.close(answers_write)
         self.answers = answers_read
+        nonce = secrets.token_hex(16)
+        deadline = time.monotonic() + START_SECONDS
+        try:
+            self._send({"nonce": nonce})
+            ready = None
+            while not (type(ready) is dict and ready.get("ready") == nonce):  # frames written ahead are passed over
+                ready = self._next_frame(deadline)
+        except WorkerTimedOut:
+            self.stop()
+            raise WorkerDied(f"the worker did not start within {START_SECONDS:g} s (does importing the copy hang?)"
+                             ) from None
+        except Exception as error:
+            status = self._settle()
+            how = f"exit status {status}" if status is not None and status >= 0 else (
+                f"{signal.Signals(-status).name}" if status is not None else str(error))
+            raise WorkerDied(f"the worker could not start ({how}); its output is in the grader's workers.log") from None
         return self
+
+    def _send(self, message):
+        request = encode(message)
+        self.process.stdin.write(struct.pack("<Q", len(request)) + request)
+        self.process.stdin.flush()
+
+    def _next_frame(self, deadline):
+        (length,) = struct.unpack("<Q", self._read(8, deadline))
+        if length > MAX_MESSAGE:
+            raise WorkerDied(f"the answer was {length} bytes, over the limit of {MAX_MESSAGE}")
+        return decode(self._read(length, deadline))
 
     def call(self, source, name, args=(), kwargs=None, seconds=60.0):
         """What the probe `name` (defined in `source`) returns on the student's code."""
         if self.process is None or self.process.poll() is not None:
             self.start()
         nonce = secrets.token_hex(16)
-        request = encode({"source": source, "name": name, "args": list(args), "kwargs": dict(kwargs or {}),
-                          "nonce": nonce})
         deadline = time.monotonic() + seconds
         try:
-            self.process.stdin.write(struct.pack("<Q", len(request)) + request)
-            self.process.stdin.flush()
+            self._send({"source": source, "name": name, "args": list(args), "kwargs": dict(kwargs or {}),
+                        "nonce": nonce})
             answer = None
             while not (type(answer) is dict and answer.get("nonce") == nonce):  # frames written ahead are passed over
-                (length,) = struct.unpack("<Q", self._read(8, deadline))
-                if length > MAX_MESSAGE:
-                    raise WorkerDied(f"the answer was {length} bytes, over the limit of {MAX_MESSAGE}")
-                answer = decode(self._read(length, deadline))
+                answer = self._next_frame(deadline)
         except WorkerTimedOut:
             self.stop()
             raise
+        except WorkerDied as error:
+            self.stop()
+            raise WorkerDied(str(error)) from None
         except Exception as error:  # a closed pipe, an early end, bytes not in the grader's format
-            status = self.stop()
+            status = self._settle()
             raise WorkerDied(self._death(status, error)) from None
         if set(answer) not in ({"nonce", "value"}, {"nonce", "error"}):
             self.stop()
             raise WorkerDied("the worker's answer was not in the grader's format")
+        written = max(_size_mb(self.home), _size_mb(self.sandbox.cache))
+        if written > DISK_MB:
+            self.stop()
+            shutil.rmtree(self.sandbox.cache, ignore_errors=True)
+            raise WorkerDied(f"the student's code wrote {written:.0f} MB to disk during this test, over the limit "
+                             f"of {DISK_MB} MB")
         if "error" in answer:
             raise StudentError(answer["error"])
         return answer["value"]
@@ -311,8 +500,17 @@ class Worker:
             return f"the student's code ended the grading process (exit status {status}) during this test"
         return f"the grading process stopped answering during this test ({error})"
 
+    def _settle(self):
+        """The worker ended its side: let it exit (a second at most) so its status is its own, then stop it."""
+        try:
+            self.process.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            pass
+        return self.stop()
+
     def stop(self):
-        """Kill the worker (its process group and whatever it started); return its exit status."""
+        """Kill the worker (its process group and whatever it started); return its exit status.
+        Its home is emptied: nothing a worker wrote reaches the next one."""
         process, self.process = self.process, None
         if process is None:
             return None
@@ -324,13 +522,17 @@ class Worker:
             status = process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             status = None
-        for stream in (process.stdin,):
-            try:
-                stream.close()
-            except OSError:
-                pass
+        try:
+            process.stdin.close()
+        except OSError:
+            pass
         try:
             os.close(self.answers)
         except OSError:
             pass
+        for entry in list(self.home.iterdir()) if self.home.is_dir() else ():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
         return status

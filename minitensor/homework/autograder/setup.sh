@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder's image. Its default image is
 # Ubuntu 22.04, whose python3 is 3.10; minitensor needs 3.11 or newer, so bring one when missing.
-# Two environments, both readable by every user: the grader's (PyTorch, pytest) and the one student
-# code runs in (no PyTorch at all). MINITENSOR_SETUP_DRY_RUN=1 prints the commands instead.
+# Two environments: the grader's (PyTorch, pytest), readable by root alone, and the one student code
+# runs in (no PyTorch at all), readable by every user, since student code runs as a user of its own.
+# bubblewrap isolates the workers where the image allows namespaces (Landlock where it does not).
+# MINITENSOR_SETUP_DRY_RUN=1 prints the commands instead.
 set -euo pipefail
 SOURCE="$(cd "$(dirname "$0")" && pwd)"
 PREFIX="${MINITENSOR_PREFIX:-/opt/minitensor}"
@@ -23,6 +25,7 @@ find_python() {
 
 export DEBIAN_FRONTEND=noninteractive
 run apt-get update
+run apt-get install -y bubblewrap || echo "bubblewrap is not available: workers are isolated by Landlock"
 PYTHON="$(find_python)"
 if [ -z "$PYTHON" ]; then
     echo "no Python >= 3.11 on this image ($(python3 --version 2>&1 || echo 'no python3')): installing python3.11"
@@ -41,4 +44,6 @@ run "$PYTHON" -m venv "$PREFIX/student"
 run "$PREFIX/grader/bin/pip" install --index-url https://download.pytorch.org/whl/cpu "$(grep '^torch==' "$SOURCE/requirements-grader.txt")"
 run "$PREFIX/grader/bin/pip" install -r "$SOURCE/requirements-grader.txt"
 run "$PREFIX/student/bin/pip" install -r "$SOURCE/requirements-student.txt"
-run chmod -R a+rX "$PREFIX"
+run chmod 755 "$PREFIX"
+run chmod -R a+rX "$PREFIX/student"
+run chmod -R go-rwx "$PREFIX/grader"

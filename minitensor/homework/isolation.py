@@ -1,0 +1,278 @@
+"""How a worker is fenced in: four levels, the strongest this machine allows first.
+
+    bubblewrap   a private view of the file system (the copy, the student environment, a
+                 size-capped private /tmp, nothing else), its own process table, no network, no
+                 shared IPC: Linux namespaces, through Debian's and Ubuntu's `bwrap`
+    landlock     the kernel's file-access sandbox (Linux 5.13+, works inside Docker where
+                 namespaces are refused): the same files readable, only the worker's home
+                 writable, no TCP, no signals or abstract sockets out of the sandbox
+    uid          the floor, as root only: an unused user id, the grader's folders 0700
+    none         a teacher grading as themselves with neither of the first two: the worker can
+                 read what the teacher can (the README says so)
+
+As root, every level drops to an unused user id first, so student code never runs as root. The
+levels are ordered; `grade --isolation LEVEL` refuses to grade below LEVEL.
+
+What the worker may read is computed once per sandbox (`StudentEnvironment`): the interpreter
+(its standard library, never its site-packages), the distributions minitensor needs at run time
+(numpy, scipy, numba, matplotlib, tqdm, threadpoolctl and what they require: never PyTorch, never
+pytest, never an editable install's link back to the teacher's repository), the system's shared
+libraries, the copy, and the worker's own home.
+"""
+
+import ctypes
+import json
+import os
+import platform
+import shutil
+import subprocess
+
+LEVELS = ("none", "uid", "landlock", "bubblewrap")  # weakest first
+RUNTIME = ("numpy", "scipy", "numba", "matplotlib", "tqdm", "threadpoolctl")  # setup.cfg's install_requires
+TMP_MB = 256  # the private /tmp of a bubblewrap worker
+SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/ld.so.conf",
+               "/etc/ld.so.conf.d", "/etc/localtime", "/etc/fonts", "/etc/alternatives")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
+MACHINE_FILES = ("/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/sys/devices/system/cpu", "/sys/fs/cgroup")
+
+
+def rank(level):
+    if level not in LEVELS:
+        raise ValueError(f"isolation level {level!r}: choose one of {', '.join(LEVELS)}")
+    return LEVELS.index(level)
+
+
+# ----------------------------------------------------------------------------
+# What the worker may read: the student environment, found by asking its interpreter
+# ----------------------------------------------------------------------------
+
+_DESCRIBE = r"""
+import importlib.metadata as metadata, json, re, site, sys, sysconfig
+wanted, seen, dists = list(sys.argv[1:]), set(), []
+while wanted:
+    name = re.split(r"[<>=!~; \[(]", wanted.pop(), maxsplit=1)[0].strip().lower().replace("_", "-")
+    if not name or name in seen:
+        continue
+    seen.add(name)
+    try:
+        dist = metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        continue
+    base = str(dist.locate_file(""))
+    tops = {str(file).split("/")[0] for file in dist.files or () if not str(file).startswith("..")}
+    dists.append({"name": name, "base": base, "entries": sorted(tops)})
+    wanted += [r for r in dist.requires or () if "extra ==" not in r and "extra==" not in r]
+hidden = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+hidden += [p for p in site.getsitepackages() + [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]]
+print(json.dumps({"executable": sys.executable, "prefix": sys.prefix, "base_prefix": sys.base_prefix,
+                  "stdlib": sysconfig.get_paths()["stdlib"], "hidden": sorted(set(hidden)), "dists": dists,
+                  "version": list(sys.version_info[:2])}))
+"""
+
+
+class StudentEnvironment:
+    """The paths a worker may read (`readable`) and the run-time packages it may import
+    (`packages`, the entries of their distributions), for the interpreter `python` as `run_as`
+    (a preexec function) sees them. The interpreter's own site-packages folders are `hidden`: a
+    worker imports from a folder of links to `packages` alone (`link_packages`), so a package
+    outside them (PyTorch, an editable install's link to the teacher's repository) is not
+    there at all, rather than there and unreadable."""
+
+    def __init__(self, python, run_as=None):
+        try:
+            found = subprocess.run([python, "-I", "-c", _DESCRIBE, *RUNTIME], capture_output=True, text=True,
+                                   cwd="/", env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, preexec_fn=run_as,
+                                   timeout=120)
+        except (OSError, subprocess.SubprocessError) as error:
+            raise PermissionError(f"{python} could not be started: {error}") from None
+        if found.returncode:
+            last = (found.stderr.strip().splitlines() or ["(no message)"])[-1]
+            raise PermissionError(f"{python} could not be started as the worker's user: {last}")
+        described = json.loads(found.stdout)
+        missing = [name for name in ("numpy",) if name not in {d["name"] for d in described["dists"]}]
+        if missing:
+            raise PermissionError(f"{python} has no {', '.join(missing)}: the worker's Python needs minitensor's "
+                                  f"run-time packages ({', '.join(RUNTIME)})")
+        self.python = python
+        self.version = tuple(described["version"])
+        hidden = {os.path.realpath(p) for p in described["hidden"]}
+        shown = []
+        for dist in described["dists"]:
+            base = os.path.realpath(dist["base"])
+            shown += [os.path.join(base, entry) for entry in dist["entries"]
+                      if os.path.lexists(os.path.join(base, entry))]
+        self.packages = sorted(set(shown))  # what a worker imports, linked from one folder (`link_packages`)
+        interpreter = [described["prefix"], described["base_prefix"], os.path.dirname(described["stdlib"])]
+        readable = []
+        for root in dict.fromkeys(os.path.realpath(p) for p in interpreter):
+            readable += _expose(root, hidden)
+        executable = os.path.realpath(described["executable"])
+        readable += [described["executable"], executable]
+        self.readable = _minimal(readable)
+        self.hidden = sorted(hidden)
+
+
+def link_packages(environment, folder):
+    """`folder`, made here, holding a link to each of the environment's packages: the one folder
+    of packages on a worker's sys.path."""
+    os.makedirs(folder, mode=0o755)
+    for path in environment.packages:
+        link = os.path.join(folder, os.path.basename(path))
+        if not os.path.lexists(link):
+            os.symlink(path, link)
+    return folder
+
+
+def _expose(root, hidden):
+    """`root` as a list of paths that together show everything under it but the `hidden`
+    folders: `root` itself if nothing hidden is inside, else its children, expanded likewise."""
+    if root in hidden or not os.path.lexists(root):
+        return []
+    if not any(h == root or h.startswith(root.rstrip("/") + "/") for h in hidden) or not os.path.isdir(root):
+        return [root]
+    shown = []
+    for entry in sorted(os.listdir(root)):
+        shown += _expose(os.path.join(root, entry), hidden)
+    return shown
+
+
+def _minimal(paths):
+    """The paths without duplicates and without those inside another one of them."""
+    ordered = sorted(dict.fromkeys(paths))
+    kept = []
+    for path in ordered:
+        if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(path)
+    return kept
+
+
+# ----------------------------------------------------------------------------
+# bubblewrap
+# ----------------------------------------------------------------------------
+
+
+def bubblewrap_path():
+    return shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin")
+
+
+def bubblewrap_command(environment, readable, home, writable=(), tmp_mb=TMP_MB):
+    """The bwrap prefix of a worker's command line: a new root holding only what it may see.
+    The worker's HOME and TMPDIR are its private, size-capped /tmp (mounted first: the binds
+    below may lie under the machine's /tmp)."""
+    command = [bubblewrap_path(), "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+               "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+               "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_mb * 2**20), "--tmpfs", "/tmp"]
+    for path in SYSTEM_READ:
+        if os.path.islink(path):
+            command += ["--symlink", os.readlink(path), path]
+        elif os.path.exists(path):
+            command += ["--ro-bind", path, path]
+    for path in environment.readable + environment.packages + [str(path) for path in readable]:
+        command += ["--ro-bind", path, path]
+    for path in writable:
+        command += ["--bind", str(path), str(path)]
+    command += ["--bind", str(home), str(home), "--chdir", str(home)]
+    return command
+
+
+# ----------------------------------------------------------------------------
+# Landlock: the kernel's own sandbox, applied by the worker's starter before exec
+# ----------------------------------------------------------------------------
+
+_SYSCALLS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}  # create_ruleset, add_rule, restrict_self
+_EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_TRUNCATE, _IOCTL_DEV = 1 << 14, 1 << 15
+_FILE_RIGHTS = _EXECUTE | _WRITE_FILE | _READ_FILE  # (+ TRUNCATE, IOCTL_DEV by ABI): what a rule on a file may hold
+
+
+def landlock_abi():
+    """The kernel's Landlock ABI version, or 0 when it has none (or this is not Linux)."""
+    numbers = _SYSCALLS.get(platform.machine())
+    if numbers is None:
+        return 0
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return 0
+    version = libc.syscall(numbers[0], None, ctypes.c_size_t(0), ctypes.c_uint32(1))  # LANDLOCK_CREATE_RULESET_VERSION
+    return max(int(version), 0)
+
+
+def _handled_fs(abi):
+    rights = (1 << 13) - 1  # execute ... make_sym: every right of ABI 1
+    if abi >= 2:
+        rights |= 1 << 13  # refer
+    if abi >= 3:
+        rights |= _TRUNCATE
+    if abi >= 5:
+        rights |= _IOCTL_DEV
+    return rights
+
+
+def landlock_rules(environment, readable, home, writable=()):
+    """[(path, rights)]: read (and execute) the environment, the copy and the system's libraries;
+    read and write the worker's home and `writable`; the worker's own /proc entries and the
+    machine's description (CPU count, memory) that NumPy and Numba read."""
+    read = _READ_FILE | _READ_DIR | _EXECUTE
+    rules = [(path, read) for path in SYSTEM_READ if os.path.exists(path)]
+    rules += [(path, read) for path in environment.readable + environment.packages + [str(p) for p in readable]]
+    rules += [(path, read) for path in MACHINE_FILES if os.path.exists(path)]
+    rules += [("/proc/self", read), ("/proc/thread-self", read)]
+    every = _handled_fs(6)
+    rules += [(path, _READ_FILE | _WRITE_FILE) for path in DEVICES if os.path.exists(path)]
+    rules += [(str(path), every) for path in [home, *writable]]
+    return rules
+
+
+def apply_landlock(rules, abi):
+    """Restrict this process (and whatever it execs or forks) to `rules`. Called in the worker's
+    child between fork and exec; raises OSError when the kernel refuses."""
+    create, add_rule, restrict = _SYSCALLS[platform.machine()]
+    libc = ctypes.CDLL(None, use_errno=True)
+    handled = _handled_fs(abi)
+    attr = (ctypes.c_uint64 * 3)(handled, 0, 0)
+    size = 8
+    if abi >= 4:
+        attr[1], size = 0b11, 16  # bind_tcp | connect_tcp, with no rule: no TCP at all
+    if abi >= 6:
+        attr[2], size = 0b11, 24  # abstract unix sockets and signals stay inside the sandbox
+    ruleset = libc.syscall(create, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+    try:
+        for path, rights in rules:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue  # a path that is not there grants nothing
+            try:
+                if not os.path.isdir(f"/proc/self/fd/{fd}"):
+                    rights &= _FILE_RIGHTS | _TRUNCATE | _IOCTL_DEV
+                rights &= handled
+                beneath = struct_path_beneath(rights, fd)
+                if libc.syscall(add_rule, ctypes.c_int(ruleset), ctypes.c_int(1), beneath, ctypes.c_uint32(0)) < 0:
+                    raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
+            finally:
+                os.close(fd)
+        if libc.prctl(38, 1, 0, 0, 0) < 0:  # PR_SET_NO_NEW_PRIVS, which Landlock requires
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+        if libc.syscall(restrict, ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+    finally:
+        os.close(ruleset)
+
+
+def struct_path_beneath(rights, fd):
+    """struct landlock_path_beneath_attr {u64 allowed_access; s32 parent_fd;} (packed: 12 bytes)."""
+    buffer = ctypes.create_string_buffer(12)
+    ctypes.memmove(buffer, ctypes.byref(ctypes.c_uint64(rights)), 8)
+    ctypes.memmove(ctypes.byref(buffer, 8), ctypes.byref(ctypes.c_int32(fd)), 4)
+    return buffer
+
+
+def describe(level):
+    return {"bubblewrap": "bubblewrap (own file system view, process table, no network)",
+            "landlock": "landlock (kernel file-access sandbox, no TCP)",
+            "uid": "uid (a user id of its own)",
+            "none": "none (student code runs as you, and can read what you can)"}[level]
+

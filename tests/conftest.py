@@ -1,4 +1,9 @@
 import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -56,3 +61,55 @@ def browser():
         chromium = playwright.chromium.launch(executable_path=CHROMIUM)
         yield chromium
         chromium.close()
+
+
+@pytest.fixture(scope="session")
+def worker_python(tmp_path_factory):
+    """An interpreter student code can run under as a user of its own: this one, or (as root,
+    when this one lives where other users cannot read, as pyenv's under /root does) Debian's
+    python3.11 with this environment's packages on its path."""
+    if os.geteuid() != 0:
+        yield sys.executable
+        return
+
+    def another_user():
+        os.setgroups([])
+        os.setgid(61999)
+        os.setuid(61999)
+
+    try:
+        if subprocess.run([sys.executable, "-I", "-c", "import numpy"], preexec_fn=another_user, cwd="/",
+                          capture_output=True).returncode == 0:
+            yield sys.executable
+            return
+    except PermissionError:
+        pass
+    system = shutil.which("python3.11", path="/usr/bin:/usr/local/bin")
+    if system is None:
+        pytest.skip("as root, no Python that another user can run (install Debian's python3.11)")
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="minitensor-worker-python-")) / "venv"  # pytest's folders are 0700
+    folder.parent.chmod(0o755)
+    subprocess.run([system, "-m", "venv", "--without-pip", str(folder)], check=True)
+    import numpy
+
+    site = pathlib.Path(numpy.__file__).resolve().parent.parent
+    (folder / "lib" / "python3.11" / "site-packages" / "worker-packages.pth").write_text(f"{site}\n")
+    yield str(folder / "bin" / "python")
+    shutil.rmtree(folder.parent, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _graded_by_a_python_others_can_run(request):
+    """Homework tests grade copies; as root, student code must run as a user of its own, under a
+    Python that user can run (MINITENSOR_WORKER_PYTHON, which `grade` reads)."""
+    if "homework" not in request.module.__name__ or os.environ.get("MINITENSOR_GRADER"):
+        yield
+        return
+    python = request.getfixturevalue("worker_python")
+    before = os.environ.get("MINITENSOR_WORKER_PYTHON")
+    os.environ["MINITENSOR_WORKER_PYTHON"] = python
+    yield
+    if before is None:
+        os.environ.pop("MINITENSOR_WORKER_PYTHON", None)
+    else:
+        os.environ["MINITENSOR_WORKER_PYTHON"] = before

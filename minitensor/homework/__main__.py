@@ -29,7 +29,8 @@ def main(argv=None):
     grade_parser.add_argument("--timeout", type=float, default=60.0, help="seconds per test (default 60)")
     grade_parser.add_argument("--gradescope", metavar="PATH", help="also write Gradescope's results.json here")
     grade_parser.add_argument("--worker-python", metavar="PYTHON",
-                              help="the interpreter student code runs under (default: this one)")
+                              help="the interpreter student code runs under (default: $MINITENSOR_WORKER_PYTHON, "
+                                   "else this one)")
     grade_parser.add_argument("--isolation", choices=LEVELS, default="none",
                               help="the weakest isolation of student code to accept: grading refuses below it "
                                    "(default none; the autograder asks for landlock). Student code never runs as root.")

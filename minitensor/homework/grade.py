@@ -124,7 +124,7 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, isol
     worker processes under `python` (default: this interpreter), fenced in at the strongest level
     the machine allows and at least `isolation_at_least` (isolation.py)."""
     become_subreaper()
-    python = python or sys.executable
+    python = python or os.environ.get("MINITENSOR_WORKER_PYTHON") or sys.executable
     isolation.rank(isolation_at_least)
     with tempfile.TemporaryDirectory(prefix="minitensor-grade-") as scratch:  # 0700: no worker reads it
         scratch = pathlib.Path(scratch)
@@ -149,6 +149,8 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, isol
                    MINITENSOR_GRADER_TIMEOUT=str(timeout), MINITENSOR_GRADER_COPY=str(copy),
                    MINITENSOR_GRADER_PYTHON=python, MINITENSOR_GRADER_LOG=str(scratch / "workers.log"),
                    MINITENSOR_GRADER_ISOLATION=isolation_at_least)
+        if os.environ.get("MINITENSOR_ISOLATION_ONLY"):
+            env["MINITENSOR_ISOLATION_ONLY"] = os.environ["MINITENSOR_ISOLATION_ONLY"]
         command = [sys.executable, "-m", "pytest", *args, "-p", f"{GRADER_PACKAGE}.plugin", "-c",
                    str(scratch / "pytest.ini"), "--rootdir", str(scratch), "-q", "-p", "no:cacheprovider",
                    "--no-header", "-rN"]
@@ -220,7 +222,7 @@ def grade(path=".", task=None, extra=None, stream=None, tests=None, tasks=None, 
     tests           the teacher's tests folder (default: this repository's tests/)
     timeout         seconds per test; a test past it fails with "timed out after N s"
     gradescope      write Gradescope's results.json here
-    python          the interpreter student code runs under (default: this one)
+    python          the interpreter student code runs under (default: $MINITENSOR_WORKER_PYTHON, else this one)
     isolation_at_least  the weakest isolation accepted ("none", "uid", "landlock", "bubblewrap"): grading
                     refuses, saying why, rather than run student code less fenced in (isolation.py)
     hidden_exist    whether hidden tests exist that this run does not show (default: `extra` was given,

@@ -139,6 +139,19 @@ def _started(pid):
         return None
 
 
+def _descendants(root):
+    """Every process under `root`, by the parent links of the process table."""
+    children = {}
+    for pid, (parent, _) in _processes().items():
+        children.setdefault(parent, []).append(pid)
+    found, stack = [], list(children.get(root, []))
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack += children.get(pid, [])
+    return found
+
+
 def _reap():
     while True:
         try:
@@ -249,7 +262,7 @@ class Sandbox:
     def __init__(self, copy, memory_mb=MEMORY_MB, python=None, isolation_at_least="none"):
         minimum = isolation.rank(isolation_at_least)
         self.root = pathlib.Path(tempfile.mkdtemp(prefix="minitensor-sandbox-"))
-        self.python = python or sys.executable
+        self.python = python or os.environ.get("MINITENSOR_WORKER_PYTHON") or sys.executable
         self.memory_mb = memory_mb
         self.uid = None
         self.count = 0
@@ -291,7 +304,9 @@ class Sandbox:
     def _strongest_level(self, minimum):
         """(the strongest level whose worker imports NumPy here, {weaker-than-asked level: why not})."""
         candidates = ["bubblewrap", "landlock"] + (["uid"] if self.uid is not None else ["none"])
-        refused = {}
+        only = os.environ.get("MINITENSOR_ISOLATION_ONLY")  # tests and teachers try a weaker level on purpose
+        refused = {level: "left out by MINITENSOR_ISOLATION_ONLY" for level in candidates if only and level != only}
+        candidates = [level for level in candidates if level not in refused]
         for level in candidates:
             why = self._why_not(level)
             if why is None:
@@ -469,6 +484,7 @@ class Worker:
         if written > DISK_MB:
             self.stop()
             shutil.rmtree(self.sandbox.cache, ignore_errors=True)
+            self.sandbox._home(self.sandbox.cache.name)
             raise WorkerDied(f"the student's code wrote {written:.0f} MB to disk during this test, over the limit "
                              f"of {DISK_MB} MB")
         if "error" in answer:
@@ -514,14 +530,25 @@ class Worker:
         process, self.process = self.process, None
         if process is None:
             return None
+        family = _descendants(process.pid)
         try:
             os.killpg(process.pid, signal.SIGKILL)
         except OSError:
             pass
+        for pid in family:  # those that left the process group (setsid) or live in bwrap's namespaces
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         try:
             status = process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             status = None
+        if self.sandbox.uid is not None:
+            kill_descendants(self.sandbox.uid, only_uid=True)  # until none is left: the next worker starts clean
+        deadline = time.monotonic() + 5
+        while any(_is_alive(pid) for pid in family) and time.monotonic() < deadline:
+            time.sleep(0.01)
         try:
             process.stdin.close()
         except OSError:

@@ -1,0 +1,288 @@
+"""What a worker can reach, at every isolation level this machine has; submissions that are not
+plain files; limits a worker could exhaust. Each test is a cheat or an attack a student could
+write, planted and run as the grader runs it."""
+
+import io
+import json
+import os
+import pathlib
+import re
+import resource
+import struct
+import shutil
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from minitensor import homework
+from minitensor.homework import isolation, sandbox, submission
+from test_homework import ROOT, grade
+
+PROBE = '''
+def probe_reach(paths, grader_pid, grader_cmdline):
+    """What this worker can read of each path, and of the grader's process."""
+    import os
+    found = {}
+    for path in paths:
+        try:
+            if os.path.isdir(path):
+                found[path] = "listed %d" % len(os.listdir(path))
+            else:
+                with open(path, "rb") as file:
+                    found[path] = "read %d" % len(file.read(64))
+        except Exception as error:
+            found[path] = type(error).__name__
+    try:
+        with open(f"/proc/{grader_pid}/cmdline", "rb") as file:
+            found["grader"] = "read" if file.read() == grader_cmdline.encode() else "another process"
+    except Exception as error:
+        found["grader"] = type(error).__name__
+    try:
+        found["processes"] = len([p for p in os.listdir("/proc") if p.isdigit()])
+    except Exception as error:
+        found["processes"] = type(error).__name__
+    try:
+        import torch  # noqa: F401
+        found["torch"] = "imported"
+    except Exception as error:
+        found["torch"] = type(error).__name__
+    with open(os.path.join(os.environ["HOME"], "left-by-a-worker"), "w") as file:
+        file.write("a probe's argument, saved")
+    found["uid"] = os.getuid()
+    return found
+'''
+
+
+def _levels():
+    """The levels this machine can run a worker at (the floor is uid as root, none otherwise)."""
+    levels = []
+    if isolation.bubblewrap_path():
+        levels.append("bubblewrap")
+    if isolation.landlock_abi():
+        levels.append("landlock")
+    return levels + ["uid" if os.geteuid() == 0 else "none"]
+
+
+def _grader_secrets(tmp_path):
+    """Files a worker must not read: the grader's scratch (0700, as grade makes it) and a
+    teacher-only file."""
+    scratch = tmp_path / "grader-scratch"
+    scratch.mkdir(mode=0o700)
+    (scratch / "test_hidden.py").write_text("SECRET")
+    return scratch / "test_hidden.py"
+
+
+@pytest.mark.parametrize("level", _levels())
+def test_a_worker_reaches_nothing_but_the_copy(level, worker_python, tmp_path, monkeypatch):
+    monkeypatch.setenv("MINITENSOR_ISOLATION_ONLY", level)
+    hidden_file = _grader_secrets(tmp_path)
+    torch_file = pathlib.Path(__import__("torch").__file__)
+    cmdline = pathlib.Path(f"/proc/{os.getpid()}/cmdline").read_bytes().decode()
+    box = sandbox.Sandbox(ROOT, python=worker_python)
+    first, second = box.worker("one"), box.worker("two")
+    try:
+        assert box.level == level
+        paths = [str(ROOT / "README.md"), str(ROOT / "minitensor" / "ops"), "/etc/shadow", str(hidden_file),
+                 str(torch_file), str(first.home / "left-by-a-worker")]
+        first.call(PROBE, "probe_reach", (paths, os.getpid(), cmdline), seconds=60)
+        first.stop()
+        found = second.call(PROBE, "probe_reach", (paths, os.getpid(), cmdline), seconds=60)
+    finally:
+        first.stop()
+        second.stop()
+        box.close()
+    teacher, teacher_folder, shadow, hidden, grader_torch, other_worker = paths
+    assert found["torch"] == "ImportError" and found[other_worker] != "read 25"
+    if os.geteuid() == 0:
+        assert found["uid"] != 0 and found[shadow] != "read 64" and found[hidden].endswith("Error")
+    if level in ("bubblewrap", "landlock"):
+        for path in (teacher, teacher_folder, shadow, hidden, grader_torch, other_worker):
+            assert found[path].endswith("Error"), (path, found[path])
+        assert found["grader"] != "read"
+    if level == "bubblewrap":
+        assert found["processes"] <= 3  # bwrap's init, the worker, and nothing of the machine's
+
+
+def test_a_worker_reaches_no_network():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        source = ("def probe(port):\n    import socket\n    try:\n        socket.create_connection(('127.0.0.1', port), 2)\n"
+                  "        return 'connected'\n    except Exception as error:\n        return type(error).__name__\n")
+        box = sandbox.Sandbox(ROOT)
+        worker = box.worker("net")
+        try:
+            answer = worker.call(source, "probe", (port,), seconds=60)
+        finally:
+            worker.stop()
+            box.close()
+    if box.level in ("bubblewrap", "landlock"):
+        assert answer != "connected"
+
+
+def test_grading_refuses_a_level_below_the_one_asked(monkeypatch, tmp_path):
+    monkeypatch.setenv("MINITENSOR_ISOLATION_ONLY", "uid" if os.geteuid() == 0 else "none")
+    copy = homework.strip(tmp_path / "student")
+    with pytest.raises(homework.HomeworkError, match=r"cannot be isolated at level 'landlock' or stronger"):
+        grade(copy, task="topological_order", isolation_at_least="landlock")
+    with pytest.raises(homework.HomeworkError, match=r"grade --isolation: 'paper' is not a level"):
+        grade(copy, task="topological_order", isolation_at_least="paper")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root only: the question is whether student code would run as root")
+def test_student_code_never_runs_as_root(tmp_path):
+    private = tmp_path / "private"  # a Python other users cannot run: under a 0700 folder, as pyenv's under /root
+    private.mkdir(mode=0o700)
+    python = private / "python"
+    python.symlink_to(sys.executable)
+    with pytest.raises(sandbox.IsolationError, match=r"student code never runs as root, and another user cannot run"):
+        sandbox.Sandbox(ROOT, python=str(python))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="user ids are reserved only as root")
+def test_a_dead_graders_uid_reservation_is_reclaimed_and_a_live_one_is_not():
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = sandbox._reservation(sandbox.FIRST_UID)
+    pathlib.Path(stale).write_text(f"{dead.pid} 1\n")
+    taken = sandbox._unused_uid()
+    try:
+        assert taken == sandbox.FIRST_UID and pathlib.Path(stale).read_text().split()[0] == str(os.getpid())
+        assert sandbox._unused_uid() != taken  # ours is live: not reclaimed
+    finally:
+        for uid in range(sandbox.FIRST_UID, sandbox.FIRST_UID + 3):
+            pathlib.Path(sandbox._reservation(uid)).unlink(missing_ok=True)
+
+
+# ----------------------------------------------------------------------------
+# Submissions that are not plain files
+# ----------------------------------------------------------------------------
+
+
+def _submission(tmp_path):
+    folder = tmp_path / "submission"
+    for name in ("minitensor", "models", "demos"):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "__init__.py").write_text("")
+    return folder
+
+
+@pytest.mark.parametrize("plant, message", [
+    (lambda s: (s / "minitensor" / "solved.py").symlink_to(ROOT / "minitensor" / "autograd.py"),
+     "a symbolic link, minitensor/solved.py"),
+    (lambda s: (s / "models" / "loop").symlink_to(s), "a symbolic link, models/loop"),
+    (lambda s: (s / "demos" / "shadow").symlink_to("/etc/shadow"), "a symbolic link, demos/shadow"),
+    (lambda s: os.link(s / "models" / "__init__.py", s / "models" / "twin.py"), "a hard link, models/__init__.py"),
+    (lambda s: os.mkfifo(s / "demos" / "pipe"), "a FIFO, demos/pipe"),
+    (lambda s: [(s / "demos" / f"f{i}.py").write_text("") for i in range(6)], "more than 5 files"),
+    (lambda s: (s / "models" / "/".join("d" * 30)).mkdir(parents=True), "deeper than 24 levels"),
+])
+def test_a_submission_that_is_not_plain_files_is_refused_naming_the_path(plant, message, tmp_path, monkeypatch):
+    monkeypatch.setattr(submission, "MAX_FILES", 5)
+    folder = _submission(tmp_path)
+    plant(folder)
+    with pytest.raises(submission.SubmissionRefused, match=message):
+        submission.copy_submission(folder, tmp_path / "copy", sandbox.PACKAGES)
+
+
+def test_a_linked_submission_gets_a_results_file_and_leaves_nothing_behind(tmp_path):
+    folder = tmp_path / "student"
+    shutil.copytree(ROOT / "minitensor", folder / "minitensor", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("models", "demos"):
+        (folder / name).mkdir()
+        (folder / name / "__init__.py").write_text("")
+    (folder / "models" / "attention.py").symlink_to(ROOT / "models" / "attention.py")
+    (folder / "demos" / "again").symlink_to(folder)
+    before = set(pathlib.Path(sandbox.tempfile.gettempdir()).glob("minitensor-*"))
+    results = tmp_path / "results.json"
+    ok, rows, table = grade(folder, task="topological_order", gradescope=results)
+    document = json.loads(results.read_text())
+    assert not ok and document["score"] == 0
+    assert "the submission was refused" in document["output"] and "models/attention.py" in document["output"]
+    assert set(pathlib.Path(sandbox.tempfile.gettempdir()).glob("minitensor-*")) <= before
+
+
+# ----------------------------------------------------------------------------
+# What a worker could exhaust: processes, disk, the grader's memory
+# ----------------------------------------------------------------------------
+
+HOSTILE = {
+    "elementwise_backward": (  # a fork bomb, from a backward: forks until the process limit stops it
+        "import os as _os, time as _time\nimport minitensor.ops.elementwise as _e\n"
+        "def _bomb(ctx, grad):\n"
+        "    children = 0\n"
+        "    while children < 5000:\n"
+        "        try:\n            pid = _os.fork()\n"
+        "        except OSError:\n            raise RuntimeError(f'the fork bomb stopped after {children} processes')\n"
+        "        if pid == 0:\n            _time.sleep(60)\n            _os._exit(0)\n"
+        "        children += 1\n"
+        "    raise RuntimeError('the fork bomb was not stopped')\n"
+        "_e.Mul.backward = staticmethod(_bomb)\n"),
+    "gradcheck_central_difference": (  # an answer of a gigabyte
+        "import importlib as _il, numpy as _np\n_g = _il.import_module('minitensor.gradcheck')\n"
+        "_g._central_difference = lambda *a, **k: _np.ones(135_000_000)\n"),
+    "unbroadcast": (  # the disk filled, from the worker's home and the folder it shares with the others
+        "import os as _os\nimport minitensor.autograd as _a\n"
+        "def _fill(*a, **k):\n"
+        "    for folder in (_os.environ['HOME'], _os.environ['NUMBA_CACHE_DIR']):\n"
+        "        for number in range(3):\n"
+        "            try:\n"
+        "                with open(_os.path.join(folder, f'fill{number}'), 'wb') as f:\n"
+        "                    f.write(b'x' * 200 * 2**20)\n"
+        "            except OSError:\n"
+        "                break\n"
+        "    return ()\n"
+        "_a.summed_axes = _fill\n"),
+}
+
+
+def test_a_fork_bomb_a_gigabyte_answer_and_a_full_disk_fail_their_tests_alone(tmp_path, worker_python):
+    tasks = ["topological_order", "elementwise_backward", "unbroadcast", "gradcheck_central_difference"]
+    copy = homework.strip(tmp_path / "student", keep=["topological_order"])
+    init = copy / "minitensor" / "__init__.py"
+    init.write_text(init.read_text() + "\n" + "\n".join(HOSTILE.values()))
+    results = tmp_path / "results.json"
+    ok, rows, table = grade(copy, tasks=tasks, python=worker_python, gradescope=results, timeout=60, verbose=True)
+    points = {row.task: row.points for row in rows}
+    assert points == {"topological_order": 10.0, "elementwise_backward": 0.0, "unbroadcast": 0.0,
+                      "gradcheck_central_difference": 0.0}, table
+    assert "over the limit of 67108864" in table  # the gigabyte answer, refused before it was read
+    assert re.search(r"wrote \d+ MB to disk during this test, over the limit of 512 MB", table), table
+    children = int(re.search(r"the fork bomb stopped after (\d+) processes", table).group(1))
+    assert children <= sandbox.PROCESSES, table
+    document = json.loads(results.read_text())
+    assert document["extra_data"]["isolation"] in isolation.LEVELS
+    assert not [p for p in sandbox._processes().values() if p[1] >= sandbox.FIRST_UID], "a worker's process survived"
+
+
+def _message_with_array_header(shape, data):
+    """A wire message of one array whose .npy header claims `shape` over the bytes `data`."""
+    npy = io.BytesIO()
+    np.lib.format.write_array_header_1_0(npy, {"descr": "<f8", "fortran_order": False, "shape": shape})
+    array = npy.getvalue() + data
+    header = json.dumps({"a": 0}).encode()
+    return struct.pack("<QI", len(header), 1) + header + struct.pack("<Q", len(array)) + array
+
+
+def test_the_graders_memory_stays_bounded_whatever_the_worker_sends():
+    """An array header that claims more than its bytes is refused before anything is allocated;
+    an honest one is read."""
+    from minitensor.homework import worker as wire
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ValueError, match=r"malformed message: an array of shape \(900000000,\)"):
+        wire.decode(_message_with_array_header((900_000_000,), bytes(32)))
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # kilobytes
+    assert np.array_equal(wire.decode(_message_with_array_header((4,), np.arange(4.0).tobytes())), np.arange(4.0))
+
+
+def test_a_worker_that_cannot_start_says_so(tmp_path):
+    copy = homework.strip(tmp_path / "student", keep=["topological_order"])
+    init = copy / "minitensor" / "__init__.py"
+    init.write_text(init.read_text() + "\nimport os\nos._exit(3)\n")
+    ok, rows, table = grade(copy, task="topological_order")
+    assert "the copy does not import: the worker could not start (exit status 3)" in table, table

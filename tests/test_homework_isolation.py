@@ -256,7 +256,8 @@ def test_a_fork_bomb_a_gigabyte_answer_and_a_full_disk_fail_their_tests_alone(tm
     assert children <= sandbox.PROCESSES, table
     document = json.loads(results.read_text())
     assert document["extra_data"]["isolation"] in isolation.LEVELS
-    assert not [p for p in sandbox._descendants(os.getpid()) if sandbox._is_alive(p)], "a worker's process survived (grade made this process a subreaper)"
+    survivors = [p for p in sandbox._descendants(os.getpid()) if sandbox._is_alive(p)]
+    assert not survivors, "a worker's process survived (grade made this process a subreaper)"
 
 
 def _message_with_array_header(shape, data):

@@ -540,6 +540,70 @@ CHEATS = {
         "    return struct.pack('<Q', len(body)) + body\n"
         "for _fd in range(3, 64):\n"
         "    try:\n        os.write(_fd, _frame() * 4)\n    except OSError:\n        pass\n"),
+    # a solved checkout found on the disk (the editable install's metadata names one; a walk finds others),
+    # its softmax backward taken from there
+    "a solved checkout on the disk": (
+        "import ast as _ast, json as _json, os as _os\n"
+        "def _solved_file():\n"
+        "    roots = []\n"
+        "    try:\n"
+        "        import importlib.metadata as _m\n"
+        "        roots.append(_json.loads(_m.distribution('minitensor').read_text('direct_url.json'))['url'][7:])\n"
+        "    except Exception:\n"
+        "        pass\n"
+        "    for root in roots + ['/work', '/home', '/root', '/opt', '/srv', '/tmp']:\n"
+        "        for folder, folders, names in _os.walk(root):\n"
+        "            folders[:] = [f for f in folders if f not in ('.git', 'site-packages', '__pycache__', 'proc')]\n"
+        "            if 'numpy_backend.py' in names:\n"
+        "                try:\n"
+        "                    text = open(_os.path.join(folder, 'numpy_backend.py')).read()\n"
+        "                except OSError:\n"
+        "                    continue\n"
+        "                if 'BEGIN SOLUTION softmax_backward' in text:\n"
+        "                    return text\n"
+        "_text = _solved_file()\n"
+        "if _text:\n"
+        "    import numpy as _np\n"
+        "    from minitensor.backends import numpy_backend as _nb\n"
+        "    _tree = _ast.parse(_text)\n"
+        "    _def = [n for n in _tree.body if isinstance(n, _ast.FunctionDef) and n.name == 'softmax_backward']\n"
+        "    _space = {'np': _np}\n"
+        "    exec(compile(_ast.Module(body=_def, type_ignores=[]), 'solved', 'exec'), _space)\n"
+        "    _nb.softmax_backward = _space['softmax_backward']\n"),
+    # the grader's own copy of the comparisons rewritten, wherever a worker can reach it
+    "rewrite the grader's comparisons": (
+        "import os as _os\n"
+        "for _top in ('/tmp', '/var/tmp', '/autograder'):\n"
+        "    for _folder, _folders, _names in _os.walk(_top):\n"
+        "        if '_grading.py' in _names:\n"
+        "            try:\n"
+        "                open(_os.path.join(_folder, '_grading.py'), 'a').write(\n"
+        "                    '\\ndef assert_close(*a, **k):\\n    pass\\ndef assert_matches(*a, **k):\\n    pass\\n')\n"
+        "            except OSError:\n"
+        "                pass\n"),
+    # PyTorch found through another process's command line, the import guard taken out
+    "PyTorch through /proc": (
+        "import os as _os, sys as _sys\n"
+        "_sys.meta_path[:] = [f for f in _sys.meta_path if type(f).__name__ != '_Refuse']\n"
+        "try:\n"
+        "    _pids = [p for p in _os.listdir('/proc') if p.isdigit()]\n"
+        "except OSError:\n"
+        "    _pids = []\n"
+        "for _pid in _pids:\n"
+        "    try:\n"
+        "        _exe = open(f'/proc/{_pid}/cmdline', 'rb').read().split(b'\\0')[0].decode()\n"
+        "    except OSError:\n"
+        "        continue\n"
+        "    _site = _os.path.join(_os.path.dirname(_os.path.dirname(_exe)), 'lib', 'python3.11', 'site-packages')\n"
+        "    if _os.path.isdir(_os.path.join(_site, 'torch')) and _site not in _sys.path:\n"
+        "        _sys.path.append(_site)\n"
+        "def _by_torch(y, dy, axis=-1):\n"
+        "    import torch\n"
+        "    t = torch.tensor(y).log().requires_grad_()\n"
+        "    torch.softmax(t, axis).backward(torch.tensor(dy))\n"
+        "    return t.grad.numpy()\n"
+        "from minitensor.backends import numpy_backend as _nb\n"
+        "_nb.softmax_backward = _by_torch\n"),
 }
 
 
@@ -622,12 +686,30 @@ def test_setup_brings_a_python_of_311_or_newer_updates_apt_first_and_takes_pytor
                           else "apt-get install -y python3-venv") > 0
 
 
-def test_cheats_planted_together_score_what_the_copy_earns_through_run_autograder(cheat_base, tmp_path, worker_python,
-                                                                                    hidden):
+def _levels_here():
+    """Every isolation level this machine can grade at, the uid floor where it can keep the
+    teacher's repository out (it refuses to grade where other users can read it)."""
+    from minitensor.homework import isolation
+
+    levels = [level for level, present in [("bubblewrap", isolation.bubblewrap_path()),
+                                           ("landlock", isolation.landlock_abi())] if present]
+    floor = "uid" if os.geteuid() == 0 else "none"
+    return levels + [pytest.param(floor, marks=pytest.mark.skipif(
+        floor == "uid" and os.stat(ROOT).st_mode & 0o005 != 0,
+        reason="other users can read this repository, so the uid level refuses to grade here "
+               "(tests/test_homework_isolation.py checks the refusal)"))]
+
+
+@pytest.mark.parametrize("level", _levels_here())
+def test_cheats_planted_together_score_what_the_copy_earns_through_run_autograder(level, cheat_base, tmp_path,
+                                                                                    worker_python, hidden,
+                                                                                    monkeypatch):
+    monkeypatch.setenv("MINITENSOR_ISOLATION_ONLY", level)
     base, base_rows = cheat_base
     (hidden / "test_hidden.py").write_text(HIDDEN.replace("the secret", SECRET))
     root = tmp_path / "autograder"
-    archive = homework.bundle(tmp_path / "autograder.zip", tasks=CHEAT_TASKS, extra=hidden, timeout=30)
+    archive = homework.bundle(tmp_path / "autograder.zip", tasks=CHEAT_TASKS, extra=hidden, timeout=30,
+                              isolation_at_least="none")
     with zipfile.ZipFile(archive) as zipped:
         zipped.extractall(root / "source")
     submission = copy_of(base, root)
@@ -641,3 +723,4 @@ def test_cheats_planted_together_score_what_the_copy_earns_through_run_autograde
     time.sleep(9)  # the detached process would have written by now
     assert json.loads((root / "results" / "results.json").read_text()) == document
     assert document["score"] == sum(row.points for row in base_rows), document["output"]
+    assert document["extra_data"]["isolation"] == level

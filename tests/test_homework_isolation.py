@@ -133,6 +133,21 @@ def test_grading_refuses_a_level_below_the_one_asked(monkeypatch, tmp_path):
         grade(copy, task="topological_order", isolation_at_least="paper")
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="the uid level exists as root only")
+def test_the_uid_level_refuses_when_what_it_must_hide_is_readable_by_others(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINITENSOR_ISOLATION_ONLY", "uid")
+    hidden_file = _grader_secrets(tmp_path)  # under a 0700 folder: the uid level can keep it
+    box = sandbox.Sandbox(ROOT, sensitive=[hidden_file])
+    box.close()
+    assert box.level == "uid"
+    readable = tmp_path / "tests"
+    readable.mkdir()
+    readable.chmod(0o755)
+    tmp_path.chmod(0o755)
+    with pytest.raises(sandbox.IsolationError, match=rf"uid: the worker's user could read {readable}"):
+        sandbox.Sandbox(ROOT, sensitive=[readable])
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="as root only: the question is whether student code would run as root")
 def test_student_code_never_runs_as_root(tmp_path):
     private = tmp_path / "private"  # a Python other users cannot run: under a 0700 folder, as pyenv's under /root

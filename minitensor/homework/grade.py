@@ -82,12 +82,23 @@ def probe_imports():
     import demos  # noqa: F401
 
 
-def _import_failure(copy, python, seconds, isolation_at_least):
+def _sensitive(tests, extra):
+    """What no worker may read: the teacher's repository (when the grader runs from one), the
+    tests (public and hidden) and the grader's own packages (PyTorch among them)."""
+    import sysconfig
+
+    paths = [tests] + ([extra] if extra else []) + [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    if (SOLUTION_ROOT / "tests").is_dir():
+        paths.append(SOLUTION_ROOT)
+    return [str(pathlib.Path(path).resolve()) for path in paths]
+
+
+def _import_failure(copy, python, seconds, isolation_at_least, sensitive=()):
     """(None if the copy imports in a worker, else what stops it: file, line and error). A sandbox
     that cannot be made (no user to run the Python, a level below the one asked) is a
     HomeworkError that says why, not a copy that "does not import"."""
     try:
-        sandbox = Sandbox(copy, python=python, isolation_at_least=isolation_at_least)
+        sandbox = Sandbox(copy, python=python, isolation_at_least=isolation_at_least, sensitive=sensitive)
     except IsolationError as error:
         raise HomeworkError(f"grade: {error}") from None
     worker = sandbox.worker("import")
@@ -148,7 +159,8 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, isol
                    MINITENSOR_GRADER_RESULTS=str(results_file), MINITENSOR_GRADER_TASKS=",".join(tasks),
                    MINITENSOR_GRADER_TIMEOUT=str(timeout), MINITENSOR_GRADER_COPY=str(copy),
                    MINITENSOR_GRADER_PYTHON=python, MINITENSOR_GRADER_LOG=str(scratch / "workers.log"),
-                   MINITENSOR_GRADER_ISOLATION=isolation_at_least)
+                   MINITENSOR_GRADER_ISOLATION=isolation_at_least,
+                   MINITENSOR_GRADER_SENSITIVE=os.pathsep.join(_sensitive(tests, extra)))
         if os.environ.get("MINITENSOR_ISOLATION_ONLY"):
             env["MINITENSOR_ISOLATION_ONLY"] = os.environ["MINITENSOR_ISOLATION_ONLY"]
         command = [sys.executable, "-m", "pytest", *args, "-p", f"{GRADER_PACKAGE}.plugin", "-c",
@@ -159,7 +171,7 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, isol
         with open(output, "w") as log:  # the grader starts (PyTorch loads) while the import check runs
             run = subprocess.Popen(command, cwd=scratch, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
-            failure = _import_failure(copy, python, max(timeout, 60.0), isolation_at_least)
+            failure = _import_failure(copy, python, max(timeout, 60.0), isolation_at_least, _sensitive(tests, extra))
             if failure:
                 return {"error": f"the copy does not import: {failure}", "tests": {}}
             run.wait(timeout=limit)

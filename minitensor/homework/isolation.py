@@ -63,7 +63,9 @@ while wanted:
     dists.append({"name": name, "base": base, "entries": sorted(tops)})
     wanted += [r for r in dist.requires or () if "extra ==" not in r and "extra==" not in r]
 hidden = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
-hidden += [p for p in site.getsitepackages() + [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]]
+base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})
+hidden += site.getsitepackages() + [sysconfig.get_paths()[k] for k in ("purelib", "platlib")]
+hidden += [base["purelib"], base["platlib"]]  # the base interpreter's packages, which a venv does not import
 print(json.dumps({"executable": sys.executable, "prefix": sys.prefix, "base_prefix": sys.base_prefix,
                   "stdlib": sysconfig.get_paths()["stdlib"], "hidden": sorted(set(hidden)), "dists": dists,
                   "version": list(sys.version_info[:2])}))
@@ -125,11 +127,16 @@ def link_packages(environment, folder):
 
 def _expose(root, hidden):
     """`root` as a list of paths that together show everything under it but the `hidden`
-    folders: `root` itself if nothing hidden is inside, else its children, expanded likewise."""
-    if root in hidden or not os.path.lexists(root):
+    folders: `root` itself if nothing hidden is inside, else its children, expanded likewise.
+    A link is judged by where it leads (a venv's lib64 -> lib must not show lib's site-packages)."""
+    if not os.path.lexists(root):
         return []
-    if not any(h == root or h.startswith(root.rstrip("/") + "/") for h in hidden) or not os.path.isdir(root):
+    real = os.path.realpath(root)
+    inside = [h for h in hidden if h == real or h.startswith(real.rstrip("/") + "/")]
+    if not inside:
         return [root]
+    if os.path.islink(root) or real in hidden:
+        return []  # a link into hidden packages, or the hidden folder itself: left out
     shown = []
     for entry in sorted(os.listdir(root)):
         shown += _expose(os.path.join(root, entry), hidden)

@@ -16,7 +16,8 @@ Settings come from the environment: MINITENSOR_GRADER_RESULTS (the file to write
 MINITENSOR_GRADER_TASKS (comma-separated, in course order; empty: all),
 MINITENSOR_GRADER_TIMEOUT (seconds per test), MINITENSOR_GRADER_COPY (the copy's folder),
 MINITENSOR_GRADER_PYTHON (the interpreter workers run), MINITENSOR_GRADER_LOG (the workers' output),
-MINITENSOR_GRADER_ISOLATION (the weakest isolation level accepted). The results file also says
+MINITENSOR_GRADER_ISOLATION (the weakest isolation level accepted), MINITENSOR_GRADER_SENSITIVE (paths
+no worker may read, os.pathsep-separated). The results file also says
 which level the workers ran at ("isolation") and the grader's own peak memory ("grader_max_rss_mb").
 A test's clock starts when its worker is ready (its start-up is not the student's time).
 """
@@ -42,6 +43,7 @@ COPY = os.environ.get("MINITENSOR_GRADER_COPY")
 PYTHON = os.environ.get("MINITENSOR_GRADER_PYTHON")
 LOG = os.environ.get("MINITENSOR_GRADER_LOG")
 ISOLATION = os.environ.get("MINITENSOR_GRADER_ISOLATION", "none")
+SENSITIVE = [path for path in os.environ.get("MINITENSOR_GRADER_SENSITIVE", "").split(os.pathsep) if path]
 _tests, _collect_errors, _session = {}, [], {"isolation": None, "error": None}
 become_subreaper()
 
@@ -88,7 +90,7 @@ class _Workers:
         if key != self.key:
             self.stop()
             if self.sandbox is None:
-                self.sandbox = Sandbox(COPY, python=PYTHON, isolation_at_least=ISOLATION)
+                self.sandbox = Sandbox(COPY, python=PYTHON, isolation_at_least=ISOLATION, sensitive=SENSITIVE)
                 _session["isolation"] = self.sandbox.level
             self.key, self.worker = key, self.sandbox.worker(key[0], log=LOG)
         return self.worker

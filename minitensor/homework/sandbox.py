@@ -259,8 +259,12 @@ class Sandbox:
     """A folder with the copy's packages (read-only for the worker), one home per worker, and the
     isolation level every worker of it runs at (`level`)."""
 
-    def __init__(self, copy, memory_mb=MEMORY_MB, python=None, isolation_at_least="none"):
+    def __init__(self, copy, memory_mb=MEMORY_MB, python=None, isolation_at_least="none", sensitive=()):
+        """`sensitive`: paths no worker may read (the teacher's repository and tests, the grader's
+        packages); a level that cannot keep them out is refused (at the uid level: they must not
+        be readable by other users)."""
         minimum = isolation.rank(isolation_at_least)
+        self.sensitive = [os.path.realpath(path) for path in sensitive if os.path.exists(path)]
         self.root = pathlib.Path(tempfile.mkdtemp(prefix="minitensor-sandbox-"))
         self.python = python or os.environ.get("MINITENSOR_WORKER_PYTHON") or sys.executable
         self.memory_mb = memory_mb
@@ -317,14 +321,25 @@ class Sandbox:
         wanted = isolation.LEVELS[minimum]
         reasons = "; ".join(f"{level}: {why}" for level, why in refused.items())
         raise IsolationError(f"student code cannot be isolated at level {wanted!r} or stronger on this machine "
-                             f"({reasons}); install bubblewrap (apt-get install bubblewrap), or accept a weaker "
-                             f"level with --isolation")
+                             f"({reasons}); install bubblewrap (apt-get install bubblewrap) or grade on a kernel "
+                             f"with Landlock (5.13 or newer); --isolation sets the weakest level accepted")
 
     def _why_not(self, level):
         if level == "bubblewrap" and isolation.bubblewrap_path() is None:
             return "bwrap is not installed"
         if level == "landlock" and isolation.landlock_abi() == 0:
             return "the kernel has no Landlock"
+        if level in ("bubblewrap", "landlock"):
+            shown = self.environment.readable + self.environment.packages
+            exposed = [path for path in self.sensitive for seen in shown
+                       if path == os.path.realpath(seen) or path.startswith(os.path.realpath(seen).rstrip("/") + "/")]
+            if exposed:
+                return f"the student environment holds {exposed[0]}, which student code may not read"
+        if level == "uid":
+            readable = self._readable_by_worker(self.sensitive)
+            if readable:
+                return (f"the worker's user could read {readable[0]} (make it readable by its owner alone, "
+                        f"chmod 700, or install bubblewrap)")
         home = self._home("check")
         try:
             probe = Worker(self, "check", home, os.devnull, level=level)
@@ -339,6 +354,22 @@ class Sandbox:
         if check.returncode:
             return (check.stderr.decode(errors="replace").strip().splitlines() or [f"exit {check.returncode}"])[-1]
         return None
+
+    def _readable_by_worker(self, paths):
+        """The `paths` the worker's user can read or list (asked as that user)."""
+        if not paths:
+            return []
+        check = "import os, sys; print('\\n'.join(p for p in sys.argv[1:] if os.access(p, os.R_OK)))"
+        try:
+            found = subprocess.run([sys.executable if os.access(sys.executable, os.X_OK) else "python3", "-I", "-S",
+                                    "-c", check, *paths], preexec_fn=_drop_to(self.uid), capture_output=True,
+                                   text=True, cwd="/", timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            found = None
+        if found is None or found.returncode:  # this Python cannot run as that user: ask the worker's
+            found = subprocess.run([self.python, "-I", "-S", "-c", check, *paths], preexec_fn=_drop_to(self.uid),
+                                   capture_output=True, text=True, cwd="/", timeout=60)
+        return [line for line in found.stdout.splitlines() if line]
 
     def _home(self, name):
         home = self.root / name

@@ -650,6 +650,7 @@ def test_a_planted_cheat_scores_what_the_copy_earns_without_it(cheat, cheat_base
     assert json.loads(results.read_text()) == document
     assert [row.points for row in rows] == [row.points for row in base_rows], table
     assert SECRET not in results.read_text() and SECRET not in table
+    assert document["extra_data"]["isolation"] == _levels_here()[0]  # the strongest level here, not a fallback
     if cheat == "torch in student code":
         assert "task softmax_backward: student code may not import torch while it is graded" in table
     if cheat == "os._exit in a task":

@@ -158,6 +158,16 @@ def _minimal(paths):
 # ----------------------------------------------------------------------------
 
 
+def _beyond_system(paths):
+    """The paths not already under a system folder that every level shows whole (/usr, /lib...)."""
+    system = [os.path.realpath(path) for path in SYSTEM_READ if os.path.isdir(path)]
+
+    def where(path):  # the entry itself (a link as a link), in its parent's real folder
+        return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+
+    return [path for path in paths if not any(where(path).startswith(folder.rstrip("/") + "/") for folder in system)]
+
+
 def bubblewrap_path():
     return shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin")
 
@@ -174,7 +184,7 @@ def bubblewrap_command(environment, readable, home, writable=(), tmp_mb=TMP_MB):
             command += ["--symlink", os.readlink(path), path]
         elif os.path.exists(path):
             command += ["--ro-bind", path, path]
-    for path in environment.readable + environment.packages + [str(path) for path in readable]:
+    for path in _beyond_system(environment.readable + environment.packages) + [str(path) for path in readable]:
         command += ["--ro-bind", path, path]
     for path in writable:
         command += ["--bind", str(path), str(path)]
@@ -222,7 +232,8 @@ def landlock_rules(environment, readable, home, writable=()):
     machine's description (CPU count, memory) that NumPy and Numba read."""
     read = _READ_FILE | _READ_DIR | _EXECUTE
     rules = [(path, read) for path in SYSTEM_READ if os.path.exists(path)]
-    rules += [(path, read) for path in environment.readable + environment.packages + [str(p) for p in readable]]
+    shown = _beyond_system(environment.readable + environment.packages) + [str(path) for path in readable]
+    rules += [(path, read) for path in shown]
     rules += [(path, read) for path in MACHINE_FILES if os.path.exists(path)]
     rules += [("/proc/self", read), ("/proc/thread-self", read)]
     every = _handled_fs(6)

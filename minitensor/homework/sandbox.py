@@ -172,11 +172,15 @@ def _reservation(uid):
 
 
 def _stale(path):
-    """Whether a reservation's grader is gone (or the file says nothing readable)."""
+    """Whether a reservation's grader is gone. A file that names no process (an older grader's,
+    or one cut short) is stale only after a day: a live grader of another version may hold it."""
     try:
         pid, started = (int(n) for n in pathlib.Path(path).read_text().split())
     except (OSError, ValueError):
-        return True
+        try:
+            return time.time() - os.lstat(path).st_mtime > 86_400
+        except OSError:
+            return False
     return _started(pid) != started
 
 
@@ -214,21 +218,23 @@ def _unused_uid():
 
 
 def _remove_files_of(uid):
-    """Remove what user `uid` left in the shared temporary folders (a worker's files must not
-    reach the next run)."""
+    """Remove what user `uid` left at the top of the shared temporary folders (the only places
+    there it can write): a worker's files must not reach the next run."""
     for top in SHARED_TMP:
-        for folder, folders, names in os.walk(top, topdown=False):
-            for name in names + folders:
-                path = os.path.join(folder, name)
-                try:
-                    if os.lstat(path).st_uid != uid:
-                        continue
-                    if os.path.isdir(path) and not os.path.islink(path):
-                        shutil.rmtree(path, ignore_errors=True)
-                    else:
-                        os.remove(path)
-                except OSError:
-                    pass
+        try:
+            entries = list(os.scandir(top))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.remove(entry.path)
+            except OSError:
+                pass
 
 
 def _drop_to(uid):

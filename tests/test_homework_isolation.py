@@ -302,3 +302,57 @@ def test_a_worker_that_cannot_start_says_so(tmp_path):
     init.write_text(init.read_text() + "\nimport os\nos._exit(3)\n")
     ok, rows, table = grade(copy, task="topological_order")
     assert "the copy does not import: the worker could not start (exit status 3)" in table, table
+
+
+# ----------------------------------------------------------------------------
+# Nothing of one run reaches the next
+# ----------------------------------------------------------------------------
+
+STASH = (  # every probe the worker compiles saved wherever the worker can write; shown in a public test
+    "import builtins as _b, os as _os\n"
+    "_PLACES = [_os.environ.get('HOME', ''), _os.environ.get('NUMBA_CACHE_DIR', ''), '/tmp', '/var/tmp', '/dev/shm']\n"
+    "_compile = _b.compile\n"
+    "def _saving_compile(source, *args, **kwargs):\n"
+    "    for place in _PLACES:\n"
+    "        try:\n"
+    "            with open(_os.path.join(place, 'minitensor-stash'), 'a') as file:\n"
+    "                file.write(str(source))\n"
+    "        except (OSError, TypeError):\n"
+    "            pass\n"
+    "    return _compile(source, *args, **kwargs)\n"
+    "_b.compile = _saving_compile\n"
+    "_found = ''\n"
+    "for _place in _PLACES:\n"
+    "    try:\n"
+    "        _found += open(_os.path.join(_place, 'minitensor-stash')).read()\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "import minitensor.autograd as _a\n"
+    "def _show(*args, **kwargs):\n"
+    "    raise RuntimeError('stash: ' + _found[-3000:])\n"
+    "_a.summed_axes = _show\n")
+
+HIDDEN_PROBE = (
+    "import pytest\n\n"
+    "def probe_with_a_secret():\n"
+    "    return 'SECRET_MARK'\n\n"
+    "@pytest.mark.task('unbroadcast')\n"
+    "def test_a_hidden_probe(student):\n"
+    "    assert student.call(probe_with_a_secret) == 'SECRET_MARK'\n"
+)
+
+
+def test_a_hidden_probe_saved_by_one_run_never_reaches_the_next_runs_feedback(tmp_path):
+    secret = f"secret-{os.urandom(8).hex()}"
+    copy = homework.strip(tmp_path / "student")
+    init = copy / "minitensor" / "__init__.py"
+    init.write_text(init.read_text() + "\n" + STASH)
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "test_hidden_probe.py").write_text(HIDDEN_PROBE.replace("SECRET_MARK", secret))
+    for run in range(2):
+        results = tmp_path / f"results{run}.json"
+        ok, rows, table = grade(copy, task="unbroadcast", extra=hidden, gradescope=results, verbose=True)
+        visible = [test["output"] for test in json.loads(results.read_text())["tests"] if test["visibility"] == "visible"]
+        assert "stash: " in "".join(visible), table  # the cheat ran and showed what it found
+        assert secret not in "".join(visible) and secret not in json.loads(results.read_text())["output"]

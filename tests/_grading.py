@@ -105,11 +105,17 @@ def wire_seconds(*values):
     return best_seconds(round_trip, repeat=2)
 
 
+def budget(what, reference):
+    """The seconds a call doing `what` may take: TIME_MULTIPLE x the reference + TIME_FLOOR
+    (passed to student.measure as within_s, so a call past it is stopped there)."""
+    return TIME_MULTIPLE * reference + TIME_FLOOR
+
+
 def assert_fits_budget(what, seconds, reference):
-    """The student's call (timed on this side) within TIME_MULTIPLE x the reference + TIME_FLOOR."""
-    budget = TIME_MULTIPLE * reference + TIME_FLOOR
-    if not seconds <= budget:
-        raise AssertionError(f"{what}: took {seconds:.2f} s; at this size the budget is {budget:.2f} s "
+    """The student's call (timed on this side) within its budget."""
+    allowed = budget(what, reference)
+    if not seconds <= allowed:
+        raise AssertionError(f"{what}: took {seconds:.2f} s; at this size the budget is {allowed:.2f} s "
                              f"({TIME_MULTIPLE:g} x the {reference * 1e3:.0f} ms PyTorch takes here for the same "
                              f"work, plus {TIME_FLOOR:g} s): work that grows faster than the input (an estimate "
                              f"per input element, a matrix per row) does not fit")

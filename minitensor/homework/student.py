@@ -29,7 +29,7 @@ import struct
 import subprocess
 import sys
 
-from .sandbox import StudentError
+from .sandbox import StudentError, WorkerTimedOut
 from .worker import decode, encode, load_demo, read_message
 
 MEMORY_KEY = "__memory_mb__"  # the request's kwargs entry worker.main reads as call_within's limit
@@ -69,9 +69,11 @@ class Student:
     def call(self, probe, *args, **kwargs):
         raise NotImplementedError
 
-    def measure(self, probe, *args, **kwargs):
+    def measure(self, probe, *args, within_s=None, **kwargs):
         """(value, seconds): the probe's answer and the wall time of the whole call, read on this
-        side of the wire (the student's process can patch its own `time`, not this one's)."""
+        side of the wire (the student's process can patch its own `time`, not this one's). With
+        within_s, a call still running after that many seconds is stopped: an AssertionError
+        that says so (in the test suite's process, where nothing can be stopped, it runs on)."""
         start = time.perf_counter()
         value = self.call(probe, *args, **kwargs)
         return value, time.perf_counter() - start
@@ -97,6 +99,21 @@ class WorkerStudent(Student):
             return self.worker.call(source, name, args, kwargs, seconds=seconds)
         except StudentError as error:
             raise _raised(error.args[0]) from None
+
+    def measure(self, probe, *args, within_s=None, **kwargs):
+        name, source = _source(probe)
+        left = 60.0 if self.deadline is None else max(self.deadline - time.monotonic(), 0.001)
+        limit = left if within_s is None else min(left, within_s)
+        start = time.perf_counter()
+        try:
+            value = self.worker.call(source, name, args, kwargs, seconds=limit)
+        except StudentError as error:
+            raise _raised(error.args[0]) from None
+        except WorkerTimedOut:
+            if within_s is None or within_s >= left:
+                raise  # the test's own time limit
+            raise AssertionError(f"stopped after {within_s:.2f} s, the budget of this call") from None
+        return value, time.perf_counter() - start
 
     def call_within(self, memory_mb, probe, *args, **kwargs):
         try:

@@ -522,15 +522,12 @@ def test_the_central_difference_estimates_each_partial_and_restores_x(student):
 
 @task("softmax_backward")
 @work
-def test_softmax_is_one_op_whose_backward_runs_no_op(student):
-    axis = int(rng().integers(-2, 2))
-    _assert_one_op(student, f"x.softmax(axis={axis})", {"x": rng().standard_normal(shape(rng(), 2, 8, 2))}, "Softmax")
-
-
-@task("softmax_backward")
-@work
 def test_softmax_backward_at_a_large_size(student):
+    """One op whose backward runs no op (not the engine's autograd of a composed softmax), and
+    timed at a large size."""
     generator = rng()
+    _assert_one_op(student, f"x.softmax(axis={int(generator.integers(-2, 2))})",
+                   {"x": generator.standard_normal(shape(generator, 2, 8, 2))}, "Softmax")
     inputs = {"x": generator.standard_normal((int(generator.integers(20, 50)), int(generator.integers(4000, 8000))))}
     axis = -1 if generator.random() < 0.5 else 0
     _timed_expression(student, f"x.softmax(axis={axis})", f"torch.softmax(x, dim={axis})", inputs,
@@ -563,16 +560,12 @@ def _layer_norm_inputs(generator, rows, d):
 
 @task("layer_norm_backward")
 @work
-def test_layer_norm_is_one_op_whose_backward_runs_no_op(student):
+def test_layer_norm_backward_at_a_large_size(student):
+    """One op whose backward runs no op (not the engine's autograd of a composed layer norm),
+    and timed at a large size."""
     generator = rng()
     _assert_one_op(student, "LayerNormFunction.apply(x, w, b, eps=1e-5)", _layer_norm_inputs(generator, *shape(generator, 2, 8, 2)),
                    "LayerNormFunction", imports=["models.layernorm:LayerNormFunction"])
-
-
-@task("layer_norm_backward")
-@work
-def test_layer_norm_backward_at_a_large_size(student):
-    generator = rng()
     rows, d = int(generator.integers(100, 200)), int(generator.integers(1000, 2000))
     _timed_expression(student, "LayerNormFunction.apply(x, w, b, eps=1e-5)",
                       f"torch.nn.functional.layer_norm(x, ({d},), w, b, eps=1e-5)", _layer_norm_inputs(generator, rows, d),
@@ -698,7 +691,7 @@ def test_pre_norm_block_matches_pytorchs(student):
 
 @task("tiled_attention")
 @work
-def test_tiled_attention_backward_at_a_large_size(student):
+def test_tiled_attention_backward_at_a_large_size_and_in_little_memory(student):
     generator = rng()
     T, is_causal = int(generator.integers(600, 900)), bool(generator.integers(0, 2))
     q, k, v, upstream = _attention_inputs(generator, T, 16)
@@ -710,13 +703,8 @@ def test_tiled_attention_backward_at_a_large_size(student):
     assert_matches(answer, expected, 1e-9, 1e-10)
     assert_fits_budget(what, seconds, reference)
 
-
-@task("tiled_attention")
-@work
-def test_tiled_attention_fits_in_less_memory_than_its_scores(student):
-    """T x T scores in float64 need several times the memory this call may use: only a kernel
-    that holds a tile of scores at a time passes (forward and backward)."""
-    generator = rng()
+    # Then under a memory limit a (T, T) array of float64 scores does not fit: only a kernel that
+    # holds a tile of scores at a time passes (forward and backward).
     T = int(generator.integers(3000, 3600))
     q, k, v, upstream = (a[:1] for a in _attention_inputs(generator, T, 8))
     is_causal = bool(generator.integers(0, 2))
@@ -909,7 +897,11 @@ KV_LABELS = ["multi-head ({heads} KV heads)", "grouped-query (8 KV heads)", "mul
 
 
 @task("demo_kv_cache")
-def test_the_seeds_cache_sizes(student):
+def test_the_cache_sizes_of_the_seeds_model_and_of_others(student):
+    """The seed's numbers at its own configuration, and at random configurations sizes in whole
+    bytes, in proportion to the number of layers, to the key-value heads each way keeps and to
+    their width, as the seed's table compares them (one test: numbers stored for the seed's
+    configuration alone earn nothing)."""
     sizes = student.call(probe_demo, "kv_cache", "cache_sizes", 80, 64, 128)
     labels = [label.format(heads=64) for label in KV_LABELS]
     assert type(sizes) is dict and list(sizes) == labels, f"cache_sizes: expected the keys {labels}, got {sizes!r}"
@@ -917,13 +909,6 @@ def test_the_seeds_cache_sizes(student):
     assert round(full / 1e6, 1) == 2.6, f"multi-head: {full / 1e6:.2f} MB per token; the seed says 2.6"
     assert round(full * 32768 / 1e9) == 86, f"multi-head at 32,768 tokens: {full * 32768 / 1e9:.1f} GB; the seed says 86"
     assert full / sizes[labels[1]] == 8, f"grouped-query: {full / sizes[labels[1]]:g}x less; the seed says 8x"
-
-
-@task("demo_kv_cache")
-def test_the_cache_sizes_of_other_models_keep_the_seeds_proportions(student):
-    """At random configurations: sizes in whole bytes, in proportion to the number of layers, to
-    the key-value heads each way keeps and to their width, as the seed's table compares them
-    (its numbers at its own configuration are the test above)."""
     generator = rng()
     for _ in range(3):
         layers, groups, d_head = int(generator.integers(1, 100)), int(generator.integers(1, 9)), int(generator.integers(8, 257))

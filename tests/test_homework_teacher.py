@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from _grading import array_of, assert_close, assert_matches, assert_same_mask, attention
+from test_homework_tasks import _counts_once_the_work_is_done  # noqa: F401 (a task whose work test failed: not counted)
 from test_homework_tasks import probe_causal_mask, probe_demo, probe_summed_axes, probe_tiled_attention
 
 task = pytest.mark.task

@@ -48,9 +48,8 @@ def unbroadcast(grad, shape):
 
     The adjoint of broadcasting is summing: if x of shape (3, 1) was broadcast
     to (2, 3, 4) in the forward pass, each x[i, 0] was used 2 * 4 times, so
-    dL/dx[i, 0] is the sum of the gradients of those 8 uses. We sum over the
-    leading axes broadcasting added (axis 0 here) and over every axis where x
-    had size 1 (axis 2 here), then drop the added axes.
+    dL/dx[i, 0] is the sum of the gradients of those 8 uses. Which axes to sum
+    over is summed_axes (the homework task unbroadcast).
 
     The engine calls this for every input of every op, so no op's backward
     needs to; an op's backward may return a gradient of the output's shape.
@@ -59,13 +58,15 @@ def unbroadcast(grad, shape):
     if grad.shape == shape:
         return grad
     reduced = grad.sum(axis=summed_axes(grad.shape, shape), keepdims=True)  # keepdims keeps x's size-1 axes
-    return reduced.reshape(shape)  # and the reshape drops the leading axes broadcasting added
+    return reduced.reshape(shape)  # and the reshape drops the axes that were not in shape
 
 
 def summed_axes(grad_shape, shape):
-    """The axes unbroadcast sums over: those broadcasting added in front, and those where
-    the input had size 1. (8, 16, 64) -> (64,) sums axes (0, 1)."""
+    """The axes unbroadcast sums over (the homework task unbroadcast): a tuple of axes of
+    grad_shape. A ValueError names both shapes when `shape` does not broadcast to grad_shape."""
     # BEGIN SOLUTION unbroadcast
+    # Sum over the leading axes broadcasting added, and over every axis where the input had
+    # size 1 and the gradient has more: (8, 16, 64) -> (64,) sums axes (0, 1).
     added = len(grad_shape) - len(shape)
     if added < 0 or any(size != 1 and size != grad_shape[added + i] for i, size in enumerate(shape)):
         raise ValueError(

@@ -2,8 +2,19 @@
 that names the worst element. Nothing here runs the student's code; the student's answers come
 in as plain arrays (`student.call`), and are checked with `Student.array` before use."""
 
+import io
+import time
+
 import numpy as np
 import torch
+
+# A timed test's budget: TIME_MULTIPLE times the reference's time for the same work, measured
+# here in the same run (so a busy machine slows both), plus TIME_FLOOR seconds for a call's fixed
+# costs. A backward that does O(size) work fits with room to spare, idle or beside two busy
+# processes (README, "What the tests require"); one that evaluates the forward once per input
+# element (finite differences) is O(size^2) and misses it by orders of magnitude at these sizes.
+TIME_MULTIPLE = 25.0
+TIME_FLOOR = 1.5
 
 def array_of(answer, key, shape=None, dtype=None):
     """answer[key] if it is a plain ndarray (no subclass) of that shape and dtype, else an
@@ -67,3 +78,55 @@ def future(T):
     """PyTorch's causal mask for T tokens as booleans, True where a query may not look
     (nn.Transformer.generate_square_subsequent_mask: -inf there)."""
     return torch.isinf(torch.nn.Transformer.generate_square_subsequent_mask(T)).numpy()
+
+
+def best_seconds(work, repeat=3):
+    """The shortest of `repeat` runs of work(), timed here."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def wire_seconds(*values):
+    """What sending these arrays (dicts of arrays) costs: each written as .npy bytes and read
+    back, as the wire between the grader and the worker does, timed here."""
+    arrays = [a for v in values for a in (v.values() if isinstance(v, dict) else [v]) if isinstance(a, np.ndarray)]
+
+    def round_trip():
+        for array in arrays:
+            buffer = io.BytesIO()
+            np.lib.format.write_array(buffer, array, allow_pickle=False)
+            buffer.seek(0)
+            np.lib.format.read_array(buffer, allow_pickle=False)
+
+    return best_seconds(round_trip, repeat=2)
+
+
+def budget(what, reference):
+    """The seconds a call doing `what` may take: TIME_MULTIPLE x the reference + TIME_FLOOR
+    (passed to student.measure as within_s, so a call past it is stopped there)."""
+    return TIME_MULTIPLE * reference + TIME_FLOOR
+
+
+def assert_fits_budget(what, seconds, reference):
+    """The student's call (timed on this side) within its budget."""
+    allowed = budget(what, reference)
+    if not seconds <= allowed:
+        raise AssertionError(f"{what}: took {seconds:.2f} s; at this size the budget is {allowed:.2f} s "
+                             f"({TIME_MULTIPLE:g} x the {reference * 1e3:.0f} ms PyTorch takes here for the same "
+                             f"work, plus {TIME_FLOOR:g} s): work that grows faster than the input (an estimate "
+                             f"per input element, a matrix per row) does not fit")
+
+
+def assert_same_mask(name, got, expected):
+    """Booleans equal, or an AssertionError saying how many differ and where (the first three),
+    never the expected mask itself."""
+    got = array_of({name: got}, name, shape=np.shape(expected), dtype=bool)
+    wrong = np.argwhere(got != expected)
+    if len(wrong):
+        first = "; ".join(f"[{', '.join(str(int(i)) for i in index)}] yours {bool(got[tuple(index)])}"
+                          for index in wrong[:3])
+        raise AssertionError(f"{name}: {len(wrong)} of {got.size} entries are wrong: {first}")

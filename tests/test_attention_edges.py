@@ -327,8 +327,8 @@ def test_an_ambiguous_or_unsupported_attention_call_is_refused(entry):
 
 @pytest.mark.parametrize("magnitude", [1e9, 1e12])
 def test_saturated_attention_gradients_carry_an_error_of_about_eps_q_v(backend, magnitude):
-    """With |q|, |k| >= 1e9 the weights are one-hot and dS = P * (dP - D), D = rowsum(dO * O),
-    subtracts two numbers of size |dO| |v| that agree to rounding: the gradients of q and k carry
+    """With |q|, |k| >= 1e9 the weights are one-hot, and the scores' gradient (the tiled_attention
+    task) subtracts two numbers of size |dO| |v| that agree to rounding: the gradients of q and k carry
     an absolute error of about eps * |q| * |v| (eps of float64), as PyTorch's fused kernels do.
     Kept (README, "Backends"), and held here: no worse than that, and the output exact."""
     rng = np.random.default_rng(11)

@@ -164,3 +164,89 @@ def test_kept_out_matches_paths_and_patterns(monkeypatch):
     assert not homework.kept_out("benchmarks/common.py") and not homework.kept_out("demos/figures/alignment.png")
     monkeypatch.setattr(importlib.import_module("minitensor.homework.strip"), "NOT_IN_STUDENT_COPY", ["notes/*.md"])
     assert homework.kept_out("notes/answers.md") and not homework.kept_out("README.md")
+
+
+# ----------------------------------------------------------------------------
+# A derivative written in words: any docstring, comment or prose of the copy
+# ----------------------------------------------------------------------------
+
+# Each backward task's result in the forms a docstring or comment writes it, matched with the
+# spaces taken out (so `y * (g - sum(g * y))` and `y*(g-sum(g*y))` are one form). A teacher who
+# adds an op and writes its derivative in the docstring outside a solution region is caught here.
+DERIVATIVES = {
+    "elementwise_backward": [r"1-(tanh\(\w+\)|y)\*\*2", r"1-y\*y\b", r"1-y\^2", r"dl/da=grad\*b(?![\w*])",
+                             r"-\w*grad\w*\*a/\(?b\*\*2", r"-\w*grad\w*\*a/\(b\*b\)", r"dl/dx=grad\*(y|exp\(x\))(?![\w*])"],
+    "unbroadcast": [r"leadingaxesbroadcasting(has)?added", r"where(x|the\w*input)(had|has)size1",
+                    r"range\(len\(\w+\)-len\(\w+\)\)"],
+    "matmul_backward": [r"grad@b\.(t\b|swapaxes)", r"a\.(t|swapaxes\(-1,-2\))@grad", r"dc\w*b\^?t\b",
+                        r"\ba\^t\w*dc", r"grad@\w+\.t,\w+\.t@grad", r"grad@b\^t", r"\ba\^t@grad"],
+    "reductions": [r"dl/dx=grad/(n|count|size)\b", r"2\*?\(x-\w*mean\w*\)/\(?\w+", r"grad\*\w*mask\w*/\w*(ties|count)"],
+    "gradcheck_central_difference": [r"\)/\(2\*(step|eps|h)\)", r"\)/\(2(step|eps|h)\)"],
+    "softmax_backward": [r"\w+\*\(\w+-(\w+\.)?(row)?sum(_j)?\(", r"\w+\*\(\w+-\(\w+\*\w+\)\.sum\(", r"y_i\(\w+_i-sum",
+                         r"\w+-(np\.|xp\.|_xp\(\w+\)\.)?exp\(\w+\)\*\(?\w*\.?sum", r"grad_j-softmax\(x\)_j\*sum"],
+    "layer_norm_backward": [r"mean\(g\*x_?hat\)", r"\(g\*x_?hat\)\.mean", r"-mean\(g\)-", r"delta_ij-1/d-x_?hat",
+                            r"g-g\.mean\("],
+    "tiled_attention": [r"ds=p\*\(", r"p\*\(dp-", r"rowsum\(dout\*out\)", r"exp\(m_old-m_new\)", r"\bm_new\b"],
+}
+
+
+def _words(path, text):
+    """What a file says in words: a Python file's comments and string literals (its
+    docstrings), any other text file whole; with the spaces taken out, in lower case."""
+    import io
+    import tokenize
+
+    if path.suffix != ".py":
+        return re.sub(r"\s+", "", text).lower()
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return re.sub(r"\s+", "", text).lower()
+    parts = [token.string for token in tokens if token.type in (tokenize.COMMENT, tokenize.STRING)]
+    return re.sub(r"\s+", "", "\n".join(parts)).lower()
+
+
+def stated_derivatives(root):
+    """[(task, file, the words that state its derivative)] over the text files of `root`."""
+    found = []
+    for path in sorted(pathlib.Path(root).rglob("*")):
+        if not path.is_file() or ".git" in path.parts or path.suffix in (".png", ".pyc", ".npz", ".zip"):
+            continue
+        try:
+            words = _words(path, path.read_text())
+        except (UnicodeDecodeError, OSError):
+            continue
+        for task, patterns in DERIVATIVES.items():
+            for pattern in patterns:
+                match = re.search(pattern, words)
+                if match:
+                    found.append((task, str(path.relative_to(root)), match.group(0)))
+    return found
+
+
+def test_no_docstring_or_comment_of_the_copy_states_a_backward_tasks_derivative(copy):
+    assert stated_derivatives(copy) == []
+
+
+@pytest.mark.parametrize("task", list(DERIVATIVES))
+def test_each_derivative_pattern_can_fail(teacher, task):
+    """Each task's patterns match something the teacher's repository says (a solution region, a
+    file kept out): no task is guarded by patterns that cannot fail."""
+    words = [_words(pathlib.Path(name), text) for name, text in teacher.items()]
+    matched = [pattern for pattern in DERIVATIVES[task] if any(re.search(pattern, text) for text in words)]
+    assert matched, f"{task}: no pattern of {DERIVATIVES[task]} matches what the teacher's repository says"
+
+
+def test_a_derivative_in_an_added_ops_docstring_is_caught(copy, tmp_path):
+    """A teacher adds an op and states its backward in the docstring, outside any region."""
+    planted = tmp_path / "copy"
+    (planted / "minitensor" / "ops").mkdir(parents=True)
+    (planted / "minitensor" / "ops" / "scaled_softmax.py").write_text(
+        'class ScaledSoftmax:\n'
+        '    """y = softmax(a * x).   backward: dx = a * y * (g - sum(g * y, axis)), the softmax task\'s\n'
+        '    result times a."""\n')
+    (planted / "minitensor" / "ops" / "norm.py").write_text(
+        "def rms_backward(g, x_hat):\n    # dx = r * (g - mean(g) - x_hat * mean(g * x_hat)) for layer norm\n    pass\n")
+    found = stated_derivatives(planted)
+    assert {task for task, _, _ in found} == {"softmax_backward", "layer_norm_backward"}, found
+    assert ("softmax_backward", "minitensor/ops/scaled_softmax.py") in {(task, name) for task, name, _ in found}

@@ -8,20 +8,65 @@ arrays. The test then compares them here, with PyTorch in float64 or with a meas
 comes from the copy. Each task's tests use only that task and the tasks before it
 (tests/test_homework.py checks this). Inputs are drawn afresh on every run, so no stored answer
 passes.
+
+Each backward task also runs once at a size where a backward that does O(size) work fits its
+time budget (a multiple of PyTorch's time for the same work, measured here in the same run:
+tests/_grading.py) and one that estimates each gradient element numerically cannot; tiled
+attention runs under a memory limit that a (T, T) array of scores does not fit.
 """
+
+import functools
 
 import numpy as np
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from _grading import array_of, assert_close, assert_matches, attention, future, torch_expression
+from _grading import (array_of, assert_close, assert_fits_budget, assert_matches, assert_same_mask, attention,
+                      best_seconds, budget, future, torch_expression, wire_seconds)
 
 task = pytest.mark.task
 
 
 def rng():
     return np.random.default_rng()
+
+
+# A backward task's work tests (@work: timed at a large size, the op's structure, a memory limit)
+# run first among its tests; once one fails, the task's other tests fail too, with the reason: a
+# backward that gets the values without doing the work (finite differences, the engine's autograd
+# of composed ops, a (T, T) array of scores) earns no part of the task.
+_WORK_FAILED = {}  # task -> which work test failed, and why (in this grading run)
+
+
+def work(test):
+    @functools.wraps(test)
+    def checked(*args, **kwargs):
+        try:
+            return test(*args, **kwargs)
+        except NotImplementedError:
+            raise  # unsolved: the task's other tests say what blocks it
+        except BaseException as error:  # a failed check, the student's error, a time-out
+            task_name = next(mark.args[0] for mark in checked.pytestmark if mark.name == "task")  # @task above @work
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            _WORK_FAILED[task_name] = f"{test.__name__}: {first}"
+            raise
+
+    checked.work = True
+    return checked
+
+
+@pytest.fixture(autouse=True)
+def _counts_once_the_work_is_done(request):
+    marker = request.node.get_closest_marker("task")
+    failed = _WORK_FAILED.get(marker.args[0]) if marker else None
+    if failed and not getattr(request.function, "work", False):
+        pytest.fail(f"not counted: this task's work test failed ({failed[:300]})", pytrace=False)
+
+
+def shape(generator, low, high, axes):
+    """A shape of `axes` sizes drawn from [low, high)."""
+    return tuple(int(n) for n in generator.integers(low, high, axes))
 
 
 # Probes: each runs on the student's side, imports what it uses, returns plain values.
@@ -46,6 +91,61 @@ def probe_expression(expression, inputs, upstream, imports=(), backend="numpy"):
     answer = {"out": out.data}
     answer.update({f"d{name}": t.grad for name, t in tensors.items() if t.requires_grad})
     return answer
+
+
+def probe_nodes_of(expression, inputs, upstream, imports=()):
+    """How the engine records `expression`: the number of nodes its forward records (walked from
+    the output), the op of the last one, and how many ops run while its backward runs (a
+    backward written on arrays runs none; one taken through the engine's own ops runs several)."""
+    import importlib
+
+    import numpy as np
+
+    import minitensor as mt
+    from minitensor import autograd
+
+    names = {"np": np, "mt": mt}
+    for spec in imports:
+        module, name = spec.split(":")
+        names[name] = getattr(importlib.import_module(module), name)
+    with mt.use_backend("numpy"):
+        tensors = {name: mt.tensor(array, requires_grad=True) for name, array in inputs.items()}
+        out = eval(expression, names, dict(tensors))
+        nodes = len(autograd.topological_order(out.grad_fn))
+        op = type(out.grad_fn).__name__ if not hasattr(out.grad_fn, "function") else out.grad_fn.function.__name__
+        ops_in_backward = []
+        original = autograd.Function.__dict__["apply"]
+
+        def counting(cls, *args, **kwargs):
+            ops_in_backward.append(cls.__name__)
+            return original.__func__(cls, *args, **kwargs)
+
+        autograd.Function.apply = classmethod(counting)
+        try:
+            out.backward(upstream)
+        finally:
+            autograd.Function.apply = original
+    return {"nodes": nodes, "op": op, "ops_in_backward": ops_in_backward}
+
+
+def probe_attention_op(q, k, v, upstream, is_causal):
+    """The fused attention op (the tiled kernels), forward and backward."""
+    import minitensor as mt
+    from minitensor.ops.attention import Attention
+
+    with mt.use_backend("numpy"):
+        tensors = [mt.tensor(a, requires_grad=True) for a in (q, k, v)]
+        out = Attention.apply(*tensors, is_causal=is_causal)
+        out.backward(upstream)
+    return {"out": out.data, "dq": tensors[0].grad, "dk": tensors[1].grad, "dv": tensors[2].grad}
+
+
+def probe_blas_ready():
+    """A matrix product large enough that BLAS sets up its threads' buffers (before a call
+    under a memory limit, where it could not)."""
+    import numpy as np
+
+    np.ones((512, 512)) @ np.ones((512, 512))
 
 
 def probe_topological_order(graph):
@@ -241,9 +341,10 @@ def test_consumers_come_before_their_inputs(student):
 
 @task("topological_order")
 def test_a_diamond_and_a_long_chain_backpropagate(student):
-    answer = student.call(probe_chain_and_diamond, 20_000)
+    length = int(rng().integers(20_000, 25_000))
+    answer = student.call(probe_chain_and_diamond, length)
     assert_close("x.grad (diamond)", answer.get("diamond"), [-1.0, -1.0], 0, 0)
-    assert_close("y.grad (a 20,000-op chain)", answer.get("chain"), 1.0, 0, 0)
+    assert_close(f"y.grad (a {length:,}-op chain)", answer.get("chain"), 1.0, 0, 0)
 
 
 # 2 -------------------------------------------------------------------------
@@ -255,77 +356,163 @@ ELEMENTWISE = {
 }
 
 
-def _compare_expression(student, ours, theirs, inputs, imports=(), rtol=1e-9, atol=1e-11):
+def _upstream(theirs, inputs):
     out_shape = eval(theirs, {"torch": torch, "np": np},
                      {name: torch.tensor(array) for name, array in inputs.items()}).shape
-    upstream = rng().standard_normal(tuple(out_shape))
+    return rng().standard_normal(tuple(out_shape))
+
+
+def _compare_expression(student, ours, theirs, inputs, imports=(), rtol=1e-9, atol=1e-11):
+    upstream = _upstream(theirs, inputs)
     expected = torch_expression(theirs, inputs, upstream)
     assert_matches(student.call(probe_expression, ours, inputs, upstream, imports), expected, rtol, atol)
+
+
+def _timed_expression(student, ours, theirs, inputs, imports=(), rtol=1e-9, atol=1e-11):
+    """The expression at a large size: its values, and its time against PyTorch's for the same
+    forward and backward (plus the cost of sending the arrays), both measured in this run."""
+    upstream = _upstream(theirs, inputs)
+    expected = torch_expression(theirs, inputs, upstream)
+    reference = best_seconds(lambda: torch_expression(theirs, inputs, upstream)) + wire_seconds(inputs, upstream, expected)
+    student.call(probe_expression, "x + x", {"x": np.ones(2)}, np.ones(2), imports)  # the worker started and warm
+    sizes = " and ".join(f"{name} {array.shape}" for name, array in inputs.items())
+    what = f"{ours} with {sizes}, forward and backward"
+    answer, seconds = student.measure(probe_expression, ours, inputs, upstream, imports, within_s=budget(what, reference))
+    assert_matches(answer, expected, rtol, atol)
+    assert_fits_budget(what, seconds, reference)
+
+
+@task("elementwise_backward")
+@work
+def test_elementwise_backward_at_a_large_size(student):
+    generator = rng()
+    size = shape(generator, 300, 600, 2)
+    inputs = {"a": generator.standard_normal(size), "b": generator.uniform(0.5, 2.0, size)}
+    _timed_expression(student, "(a * b).tanh() / b + a.exp()", "(a * b).tanh() / b + a.exp()", inputs,
+                      rtol=1e-12, atol=1e-14)
 
 
 @task("elementwise_backward")
 @pytest.mark.parametrize("op", list(ELEMENTWISE))
 def test_elementwise_backward_matches_torch(student, op):
     generator = rng()
-    inputs = {"a": generator.standard_normal((3, 4)), "b": generator.uniform(0.5, 2.0, (3, 4))}
-    _compare_expression(student, *ELEMENTWISE[op], inputs)
+    size = shape(generator, 1, 7, int(generator.integers(1, 4)))
+    inputs = {"a": generator.standard_normal(size), "b": generator.uniform(0.5, 2.0, size)}
+    _compare_expression(student, *ELEMENTWISE[op], inputs, rtol=1e-13, atol=1e-15)
 
 
 # 3 -------------------------------------------------------------------------
-@task("unbroadcast")
-def test_summed_axes(student):
-    pairs = [((8, 16, 64), (64,)), ((2, 3, 4), (3, 1)), ((5,), (5,)), ((4, 1, 6), (1, 1, 6)), ((2, 7), ())]
-    expected = [sorted(set(range(len(big) - len(small))) | {len(big) - len(small) + i for i, n in enumerate(small)
-                                                           if n == 1 and big[len(big) - len(small) + i] != 1})
-                for big, small in pairs]
-    got = student.call(probe_summed_axes, pairs)
-    assert got == expected, f"summed_axes: yours {got}, expected {expected} for the shape pairs {pairs}"
+def _broadcast_pair(generator):
+    """(big, small): a shape, and one that broadcasts to it (axes dropped on the left, some set to 1)."""
+    big = shape(generator, 1, 5, int(generator.integers(0, 5)))
+    small = tuple(1 if generator.random() < 0.4 else n for n in big[int(generator.integers(0, len(big) + 1)):])
+    return big, small
 
 
 @task("unbroadcast")
-@pytest.mark.parametrize("shapes", [((2, 3, 4), (4,)), ((3, 1), (1, 5)), ((2, 1, 4), (3, 1)), ((), (2, 2))])
-def test_broadcasting_gradients_match_torch(student, shapes):
+@work
+def test_broadcasting_gradients_at_a_large_size(student):
     generator = rng()
+    rows, columns = shape(generator, 300, 600, 2)
+    inputs = {"a": generator.standard_normal((rows, columns)),
+              "b": generator.standard_normal((columns,) if generator.random() < 0.5 else (rows, 1))}
+    _timed_expression(student, "a + b * a", "a + b * a", inputs)
+
+
+@task("unbroadcast")
+def test_summing_over_the_summed_axes_gives_torchs_gradient(student):
+    """Summing a gradient of the big shape over the axes summed_axes names must give what PyTorch
+    sends to the small operand of a broadcast sum, reshaped; and no axis is named twice."""
+    generator = rng()
+    pairs = [_broadcast_pair(generator) for _ in range(8)]
+    got = student.call(probe_summed_axes, pairs)
+    assert type(got) is list and len(got) == len(pairs), f"summed_axes: expected one list per pair, got {got!r}"
+    for (big, small), axes in zip(pairs, got):
+        assert type(axes) is list and all(type(a) is int and 0 <= a < len(big) for a in axes) \
+            and len(set(axes)) == len(axes), f"summed_axes({big}, {small}): {axes!r} is not a list of distinct axes of {big}"
+        grad = generator.standard_normal(big)
+        b = torch.zeros(small, dtype=torch.float64, requires_grad=True)
+        (torch.zeros(big, dtype=torch.float64) + b).backward(torch.from_numpy(grad))
+        summed = np.asarray(grad.sum(axis=tuple(axes)) if axes else grad)
+        assert summed.size == b.grad.numel(), (
+            f"summed_axes({big}, {small}) = {axes}: the sum over those axes has {summed.size} elements, "
+            f"the operand {b.grad.numel()}")
+        assert_close(f"the gradient of a {small} operand broadcast to {big}, summed over {axes}",
+                     summed.reshape(small), b.grad.numpy(), 1e-12, 1e-12)
+
+
+@task("unbroadcast")
+@pytest.mark.parametrize("case", range(4))
+def test_broadcasting_gradients_match_torch(student, case):
+    generator = rng()
+    big, small = _broadcast_pair(generator)
+    shapes = (big, small) if case % 2 else (small, big)
     inputs = {"a": generator.standard_normal(shapes[0]), "b": generator.standard_normal(shapes[1])}
     _compare_expression(student, "a + b * a", "a + b * a", inputs)
 
 
-# 4 -------------------------------------------------------------------------
 @task("matmul_backward")
-@pytest.mark.parametrize("shapes", [((3, 4), (4, 2)), ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (5, 4, 2)), ((4,), (4, 3)),
-                                    ((2, 3, 4), (4,)), ((4,), (4,))])
-def test_matmul_backward_matches_torch(student, shapes):
+@work
+def test_matmul_backward_at_a_large_size(student):
     generator = rng()
+    n, k, m = shape(generator, 150, 250, 3)
+    inputs = {"a": generator.standard_normal((n, k)), "b": generator.standard_normal((k, m))}
+    _timed_expression(student, "a @ b", "torch.matmul(a, b)", inputs)
+
+
+# 4 -------------------------------------------------------------------------
+@pytest.mark.parametrize("form", ["(n,k) (k,m)", "(B,n,k) (k,m)", "(B,1,n,k) (C,k,m)", "(k,) (k,m)", "(B,n,k) (k,)",
+                                  "(k,) (k,)"])
+@task("matmul_backward")
+def test_matmul_backward_matches_torch(student, form):
+    generator = rng()
+    sizes = dict(zip("nkmBC", (int(n) for n in generator.integers(1, 6, 5))))
+    shapes = [tuple(sizes.get(axis, 1) for axis in operand.strip("()").split(",") if axis) for operand in form.split()]
     inputs = {"a": generator.standard_normal(shapes[0]), "b": generator.standard_normal(shapes[1])}
     _compare_expression(student, "a @ b", "torch.matmul(a, b)", inputs)
 
 
 # 5 -------------------------------------------------------------------------
-@task("reductions")
-@pytest.mark.parametrize("axis, keepdims", [(None, False), (1, False), ((0, 2), True), (-1, True)])
-def test_reductions_match_torch(student, axis, keepdims):
-    inputs = {"x": rng().standard_normal((2, 3, 4))}
-    dims = tuple(range(3)) if axis is None else axis
-    for ours, theirs in [
+def _reductions(axis, keepdims, ndim):
+    dims = tuple(range(ndim)) if axis is None else axis
+    return [
         (f"x.sum(axis={axis!r}, keepdims={keepdims})", f"x.sum(dim={dims!r}, keepdim={keepdims})"),
         (f"x.mean(axis={axis!r}, keepdims={keepdims})", f"x.mean(dim={dims!r}, keepdim={keepdims})"),
         (f"x.var(axis={axis!r}, keepdims={keepdims})", f"x.var(dim={dims!r}, keepdim={keepdims}, correction=0)"),
         (f"x.max(axis={axis!r}, keepdims={keepdims})", f"x.amax(dim={dims!r}, keepdim={keepdims})"),
         (f"x.min(axis={axis!r}, keepdims={keepdims})", f"x.amin(dim={dims!r}, keepdim={keepdims})"),
-    ]:
+    ]
+
+
+@task("reductions")
+@work
+def test_reductions_at_a_large_size(student):
+    generator = rng()
+    inputs = {"x": generator.standard_normal(shape(generator, 300, 600, 2))}
+    for ours, theirs in _reductions(int(generator.integers(0, 2)), bool(generator.integers(0, 2)), 2):
+        _timed_expression(student, ours, theirs, inputs)
+
+
+@task("reductions")
+@pytest.mark.parametrize("axis, keepdims", [(None, False), (1, False), ((0, 2), True), (-1, True)])
+def test_reductions_match_torch(student, axis, keepdims):
+    inputs = {"x": rng().standard_normal(shape(rng(), 1, 6, 3))}
+    for ours, theirs in _reductions(axis, keepdims, 3):
         _compare_expression(student, ours, theirs, inputs)
 
 
 @task("reductions")
-def test_max_shares_the_gradient_between_ties(student):
-    inputs = {"x": np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]])}
-    _compare_expression(student, "x.max(axis=1)", "x.amax(dim=1)", inputs)
+def test_max_and_min_share_the_gradient_between_ties(student):
+    generator = rng()
+    x = generator.integers(0, 3, shape(generator, 2, 7, 2)).astype(float)  # few values: many ties
+    for ours, theirs in [("x.max(axis=1)", "x.amax(dim=1)"), ("x.min(axis=0)", "x.amin(dim=0)"), ("x.max()", "x.amax()")]:
+        _compare_expression(student, ours, theirs, {"x": x})
 
 
 # 6 -------------------------------------------------------------------------
 @task("gradcheck_central_difference")
 def test_the_central_difference_estimates_each_partial_and_restores_x(student):
-    x = rng().standard_normal((3, 2))
+    x = rng().standard_normal(shape(rng(), 1, 4, 2))
     exact = torch.autograd.functional.jacobian(lambda t: (torch.sin(t) * t**2).sum(), torch.from_numpy(x)).numpy()
     for j in range(x.size):
         answer = student.call(probe_central_difference, x, j, 1e-5)
@@ -333,42 +520,88 @@ def test_the_central_difference_estimates_each_partial_and_restores_x(student):
         assert_close("x after the estimate (it must be left as it was)", answer.get("x_after"), x, 0, 0)
 
 
+@task("softmax_backward")
+@work
+def test_softmax_backward_at_a_large_size(student):
+    """One op whose backward runs no op (not the engine's autograd of a composed softmax), and
+    timed at a large size."""
+    generator = rng()
+    _assert_one_op(student, f"x.softmax(axis={int(generator.integers(-2, 2))})",
+                   {"x": generator.standard_normal(shape(generator, 2, 8, 2))}, "Softmax")
+    inputs = {"x": generator.standard_normal((int(generator.integers(20, 50)), int(generator.integers(4000, 8000))))}
+    axis = -1 if generator.random() < 0.5 else 0
+    _timed_expression(student, f"x.softmax(axis={axis})", f"torch.softmax(x, dim={axis})", inputs,
+                      rtol=1e-10, atol=1e-12)
+
+
 # 7 -------------------------------------------------------------------------
 @task("softmax_backward")
 @pytest.mark.parametrize("axis", [-1, 0])
 def test_softmax_backward(student, axis):
     _compare_expression(student, f"x.softmax(axis={axis})", f"torch.softmax(x, dim={axis})",
-                        {"x": rng().standard_normal((3, 5))}, rtol=1e-10, atol=1e-12)
+                        {"x": rng().standard_normal(shape(rng(), 1, 8, 2)) * 3}, rtol=1e-10, atol=1e-12)
+
+
+def _assert_one_op(student, expression, inputs, op, imports=()):
+    upstream = rng().standard_normal(np.shape(next(iter(inputs.values()))))
+    answer = student.call(probe_nodes_of, expression, inputs, upstream, imports)
+    assert type(answer) is dict and answer.get("nodes") == 1 and answer.get("op") == op, (
+        f"{expression} must record one node, a {op}; it recorded {answer.get('nodes')!r}, the last a {answer.get('op')!r}")
+    assert answer.get("ops_in_backward") == [], (
+        f"{op}.backward ran the engine's ops {answer.get('ops_in_backward')}: it must compute the gradient on "
+        f"arrays itself, not through the engine's autograd of other ops")
 
 
 # 8 -------------------------------------------------------------------------
+def _layer_norm_inputs(generator, rows, d):
+    return {"x": generator.standard_normal((rows, d)) * 2 + 1, "w": generator.standard_normal(d),
+            "b": generator.standard_normal(d)}
+
+
+@task("layer_norm_backward")
+@work
+def test_layer_norm_backward_at_a_large_size(student):
+    """One op whose backward runs no op (not the engine's autograd of a composed layer norm),
+    and timed at a large size."""
+    generator = rng()
+    _assert_one_op(student, "LayerNormFunction.apply(x, w, b, eps=1e-5)", _layer_norm_inputs(generator, *shape(generator, 2, 8, 2)),
+                   "LayerNormFunction", imports=["models.layernorm:LayerNormFunction"])
+    rows, d = int(generator.integers(100, 200)), int(generator.integers(1000, 2000))
+    _timed_expression(student, "LayerNormFunction.apply(x, w, b, eps=1e-5)",
+                      f"torch.nn.functional.layer_norm(x, ({d},), w, b, eps=1e-5)", _layer_norm_inputs(generator, rows, d),
+                      imports=["models.layernorm:LayerNormFunction"], rtol=1e-9, atol=1e-11)
+
+
 @task("layer_norm_backward")
 def test_layer_norm_backward(student):
     generator = rng()
-    inputs = {"x": generator.standard_normal((4, 6)), "w": generator.standard_normal(6), "b": generator.standard_normal(6)}
-    _compare_expression(student, "LayerNormFunction.apply(x, w, b, eps=1e-5)",
-                        "torch.nn.functional.layer_norm(x, (6,), w, b, eps=1e-5)", inputs,
+    rows, d = shape(generator, 1, 8, 2)
+    eps = float(generator.choice([1e-5, 1e-3, 0.1]))
+    _compare_expression(student, f"LayerNormFunction.apply(x, w, b, eps={eps})",
+                        f"torch.nn.functional.layer_norm(x, ({d},), w, b, eps={eps})", _layer_norm_inputs(generator, rows, d),
                         imports=["models.layernorm:LayerNormFunction"], rtol=1e-9, atol=1e-11)
 
 
 # 9 -------------------------------------------------------------------------
 @task("attention_masks")
-@pytest.mark.parametrize("T", [3, 5])
-def test_the_causal_mask(student, T):
+@pytest.mark.parametrize("size", ["small", "large"])
+def test_the_causal_mask(student, size):
+    T = int(rng().integers(2, 9) if size == "small" else rng().integers(9, 40))
     mask = array_of(student.call(probe_causal_mask, T, T), "mask", shape=(T, T), dtype=bool)
-    expected = future(T)
-    assert np.array_equal(mask, expected), f"causal_mask({T}): yours\n{mask.astype(int)}\nPyTorch's\n{expected.astype(int)}"
+    assert_same_mask(f"causal_mask({T}, {T}) (PyTorch's nn.Transformer.generate_square_subsequent_mask)", mask, future(T))
 
 
 @task("attention_masks")
 def test_masked_attention_matches_torch(student):
     generator = rng()
-    q, k, v = (generator.standard_normal((2, 4, 3)) for _ in range(3))
-    padding = np.array([False, False, False, True])  # hide key 3 from everyone
-    hidden = future(4) | padding
+    T, d = int(generator.integers(3, 8)), int(generator.integers(2, 6))
+    q, k, v = (generator.standard_normal((2, T, d)) for _ in range(3))
+    padding = generator.random(T) < 0.3  # hide these keys from everyone
+    padding[0] = False  # every query sees a key
+    hidden = future(T) | padding
     out, weights = attention(q, k, v, hidden)
     tensors = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
-    scores = tensors[0] @ tensors[1].transpose(-1, -2) / np.sqrt(3)
+    scores = tensors[0] @ tensors[1].transpose(-1, -2) / np.sqrt(d)
     reference = torch.softmax(scores.masked_fill(torch.from_numpy(hidden), float("-inf")), dim=-1) @ tensors[2]
     reference.backward(torch.ones_like(reference))
     expected = {"out": out, "weights": weights, "dq": tensors[0].grad.numpy(), "dk": tensors[1].grad.numpy(),
@@ -379,11 +612,13 @@ def test_masked_attention_matches_torch(student):
 # 10 ------------------------------------------------------------------------
 @task("multihead_split_merge")
 def test_split_and_merge_heads(student):
-    x = rng().standard_normal((2, 3, 8))
-    answer = student.call(probe_split_merge, x, 4)
-    expected = torch.from_numpy(x).unflatten(-1, (4, 2)).transpose(1, 2).numpy()  # (B, heads, T, d_head)
-    assert_close("split_heads(x, 4)", answer.get("heads"), expected, 0, 0)
-    assert_close("merge_heads(split_heads(x, 4))", answer.get("merged"), x, 0, 0)
+    generator = rng()
+    heads, d_head = int(generator.integers(2, 6)), int(generator.integers(1, 5))
+    x = generator.standard_normal((int(generator.integers(1, 4)), int(generator.integers(1, 6)), heads * d_head))
+    answer = student.call(probe_split_merge, x, heads)
+    expected = torch.from_numpy(x).unflatten(-1, (heads, d_head)).transpose(1, 2).numpy()  # (B, heads, T, d_head)
+    assert_close(f"split_heads(x of {x.shape}, {heads})", answer.get("heads"), expected, 0, 0)
+    assert_close(f"merge_heads(split_heads(x, {heads}))", answer.get("merged"), x, 0, 0)
 
 
 def _mha_weights(theirs, attribute="data"):
@@ -398,16 +633,20 @@ def _mha_weights(theirs, attribute="data"):
 
 @task("multihead_split_merge")
 def test_multihead_attention_matches_torch(student):
-    theirs = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64)
+    generator = rng()
+    heads = int(generator.integers(1, 4))
+    d = heads * int(generator.integers(2, 5))
+    theirs = torch.nn.MultiheadAttention(d, heads, batch_first=True, dtype=torch.float64)
     for parameter in theirs.parameters():  # PyTorch starts the biases at 0; make every weight count
         parameter.data = torch.randn_like(parameter) * 0.3
-    x, upstream = rng().standard_normal((2, 5, 8)), rng().standard_normal((2, 5, 8))
+    size = (int(generator.integers(1, 3)), int(generator.integers(2, 7)), d)
+    x, upstream = generator.standard_normal(size), generator.standard_normal(size)
     t = torch.tensor(x, requires_grad=True)
     out = theirs(t, t, t, need_weights=False)[0]
     out.backward(torch.from_numpy(upstream))
     expected = {"out": out.detach().numpy(), "dx": t.grad.numpy(),
                 **{f"d{k}": v for k, v in _mha_weights(theirs, "grad").items()}}
-    assert_matches(student.call(probe_module, "mha", 8, 2, _mha_weights(theirs), x, upstream), expected, 1e-9, 1e-11)
+    assert_matches(student.call(probe_module, "mha", d, heads, _mha_weights(theirs), x, upstream), expected, 1e-9, 1e-11)
 
 
 # 11 ------------------------------------------------------------------------
@@ -434,16 +673,47 @@ def _block_weights(theirs, attribute="data"):
 
 @task("pre_norm_block")
 def test_pre_norm_block_matches_pytorchs(student):
-    theirs = _torch_block(8, 2)
+    generator = rng()
+    heads = int(generator.integers(1, 4))
+    d = heads * int(generator.integers(2, 5))
+    theirs = _torch_block(d, heads)
     for parameter in theirs.parameters():  # PyTorch starts the norms at 1 and 0; make every weight count
         parameter.data = torch.randn_like(parameter) * 0.3
-    x, upstream = rng().standard_normal((2, 4, 8)), rng().standard_normal((2, 4, 8))
+    size = (int(generator.integers(1, 3)), int(generator.integers(2, 6)), d)
+    x, upstream = generator.standard_normal(size), generator.standard_normal(size)
     t = torch.tensor(x, requires_grad=True)
     out = theirs(t)
     out.backward(torch.from_numpy(upstream))
     expected = {"out": out.detach().numpy(), "dx": t.grad.numpy(),
                 **{f"d{k}": v for k, v in _block_weights(theirs, "grad").items()}}
-    assert_matches(student.call(probe_module, "block", 8, 2, _block_weights(theirs), x, upstream), expected, 1e-9, 1e-11)
+    assert_matches(student.call(probe_module, "block", d, heads, _block_weights(theirs), x, upstream), expected, 1e-9, 1e-11)
+
+
+@task("tiled_attention")
+@work
+def test_tiled_attention_backward_at_a_large_size_and_in_little_memory(student):
+    generator = rng()
+    T, is_causal = int(generator.integers(600, 900)), bool(generator.integers(0, 2))
+    q, k, v, upstream = _attention_inputs(generator, T, 16)
+    expected = _torch_attention(q, k, v, upstream, is_causal)
+    reference = best_seconds(lambda: _torch_attention(q, k, v, upstream, is_causal)) + wire_seconds(q, k, v, upstream, expected)
+    student.call(probe_attention_op, *(a[:, :3] for a in (q, k, v, upstream)), is_causal)  # the worker warm
+    what = f"attention of {T} queries and keys, forward and backward"
+    answer, seconds = student.measure(probe_attention_op, q, k, v, upstream, is_causal, within_s=budget(what, reference))
+    assert_matches(answer, expected, 1e-9, 1e-10)
+    assert_fits_budget(what, seconds, reference)
+
+    # Then under a memory limit a (T, T) array of float64 scores does not fit: only a kernel that
+    # holds a tile of scores at a time passes (forward and backward).
+    T = int(generator.integers(3000, 3600))
+    q, k, v, upstream = (a[:1] for a in _attention_inputs(generator, T, 8))
+    is_causal = bool(generator.integers(0, 2))
+    expected = _torch_attention(q, k, v, upstream, is_causal)
+    limit = 8 * T * T / 2**20 / 3  # MiB: a third of one (T, T) array of float64
+    student.call(probe_attention_op, *(a[:, :300] for a in (q, k, v, upstream)), is_causal)  # imported before
+    student.call(probe_blas_ready)
+    answer = student.call_within(limit, probe_attention_op, q, k, v, upstream, is_causal)
+    assert_matches(answer, expected, 1e-9, 1e-10)
 
 
 # 12 ------------------------------------------------------------------------
@@ -451,12 +721,15 @@ def test_pre_norm_block_matches_pytorchs(student):
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_tiled_attention_equals_the_definition(student, is_causal):
     generator = rng()
-    queries = 300 if is_causal else 200  # causal: as many queries as keys (more keys: the teacher's tests)
-    q, k, v = generator.standard_normal((2, queries, 4)), generator.standard_normal((2, 300, 4)), generator.standard_normal((2, 300, 3))
-    mask = generator.random((queries, 300)) < 0.2
+    keys = int(generator.integers(260, 420))  # several tiles of keys
+    queries = keys if is_causal else int(generator.integers(1, 300))  # causal: as many queries as keys (more
+    # keys: the teacher's tests)
+    q, k, v = (generator.standard_normal((2, n, 4)) for n in (queries, keys, keys))
+    v = v[..., :3].copy()
+    mask = generator.random((queries, keys)) < 0.2
     mask[np.arange(queries), np.arange(queries)] = False  # every query sees a key (an empty row: zeros, not NaN)
-    hidden = mask | (future(300) if is_causal else False)
-    answer = student.call(probe_tiled_attention, q, k, v, mask, is_causal)  # 300 keys: several tiles
+    hidden = mask | (future(keys) if is_causal else False)
+    answer = student.call(probe_tiled_attention, q, k, v, mask, is_causal)
     expected_out, _ = attention(q, k, v, hidden)
     scores = (torch.from_numpy(q) @ torch.from_numpy(k).transpose(-1, -2) / 2.0).masked_fill(torch.from_numpy(hidden), float("-inf"))
     assert_close("out", answer.get("out"), expected_out, 1e-9, 1e-10)
@@ -466,16 +739,31 @@ def test_tiled_attention_equals_the_definition(student, is_causal):
                  torch.logsumexp(scores, dim=-1).numpy(), 1e-9, 1e-10)
 
 
+def _attention_inputs(generator, T, d):
+    return [generator.standard_normal((2, T, d)) for _ in range(3)] + [generator.standard_normal((2, T, d))]
+
+
+def _torch_attention(q, k, v, upstream, is_causal):
+    tensors = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+    out = torch.nn.functional.scaled_dot_product_attention(*tensors, is_causal=is_causal)
+    out.backward(torch.from_numpy(upstream))
+    return {"out": out.detach().numpy(), "dq": tensors[0].grad.numpy(), "dk": tensors[1].grad.numpy(),
+            "dv": tensors[2].grad.numpy()}
+
+
 # 13 ------------------------------------------------------------------------
 @task("kv_cache")
 def test_kv_cache_generation_equals_full_attention(student):
-    theirs = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64)
-    x = rng().standard_normal((1, 5, 8))
+    generator = rng()
+    heads, T = int(generator.integers(1, 4)), int(generator.integers(2, 9))
+    d = heads * int(generator.integers(2, 5))
+    theirs = torch.nn.MultiheadAttention(d, heads, batch_first=True, dtype=torch.float64)
+    x = generator.standard_normal((1, T, d))
     t = torch.from_numpy(x)
-    full = theirs(t, t, t, attn_mask=torch.from_numpy(future(5)), need_weights=False)[0].detach().numpy()
-    answer = student.call(probe_kv_cache, 8, 2, _mha_weights(theirs), x)
+    full = theirs(t, t, t, attn_mask=torch.from_numpy(future(T)), need_weights=False)[0].detach().numpy()
+    answer = student.call(probe_kv_cache, d, heads, _mha_weights(theirs), x)
     assert_close("the outputs token by token with the cache", answer.get("steps"), full, 1e-9, 1e-11)
-    assert answer.get("length") == 5, f"len(cache) after 5 tokens: yours {answer.get('length')!r}, expected 5"
+    assert answer.get("length") == T, f"len(cache) after {T} tokens: yours {answer.get('length')!r}, expected {T}"
 
 
 # Demo tasks: the functions a demo's task asks for, on inputs drawn here --------------
@@ -525,7 +813,7 @@ def test_the_counts_of_a_layer_are_what_its_products_do(student):
 
 @task("demo_attention_cost")
 def test_the_two_counts_meet_at_t_equal_6d(student):
-    for d in (16, 64, 100):
+    for d in [int(n) for n in rng().integers(2, 200, 3)]:
         weights = student.call(probe_demo, "attention_cost", "weight_operations", 6 * d, d)
         attention_part = student.call(probe_demo, "attention_cost", "attention_operations", 6 * d, d)
         assert weights == attention_part and weights > 0, (
@@ -534,7 +822,7 @@ def test_the_two_counts_meet_at_t_equal_6d(student):
 
 @task("demo_scaling")
 def test_the_softmax_jacobian_norm(student):
-    p = torch.softmax(torch.from_numpy(rng().standard_normal((7, 5)) * 2), dim=-1).numpy()
+    p = torch.softmax(torch.from_numpy(rng().standard_normal(shape(rng(), 2, 9, 2)) * 2), dim=-1).numpy()
     norms = [torch.linalg.matrix_norm(torch.autograd.functional.jacobian(lambda z: torch.softmax(z, 0), torch.log(torch.from_numpy(row))))
              for row in p]
     got = student.call(probe_demo, "scaling", "jacobian_norm", p)
@@ -542,9 +830,10 @@ def test_the_softmax_jacobian_norm(student):
 
 
 @task("demo_scaling")
-@pytest.mark.parametrize("d", [16, 256])
-def test_the_statistics_of_raw_and_scaled_scores(student, d):
-    s = rng().standard_normal((50, 40)) * np.sqrt(d)
+@pytest.mark.parametrize("width", ["narrow", "wide"])
+def test_the_statistics_of_raw_and_scaled_scores(student, width):
+    d = int(rng().integers(2, 32) if width == "narrow" else rng().integers(100, 400))
+    s = rng().standard_normal(shape(rng(), 10, 60, 2)) * np.sqrt(d)
     raw, scaled = torch.from_numpy(s), torch.from_numpy(s) / np.sqrt(d)
     expected = []
     for scores in (raw, scaled):
@@ -566,7 +855,7 @@ def test_the_statistics_of_raw_and_scaled_scores(student, d):
 @task("demo_stacking")
 def test_two_layers_collapse_into_one(student):
     generator = rng()
-    T, d = 6, 5
+    T, d = shape(generator, 2, 9, 2)
     X = generator.standard_normal((T, d))
     A1, A2 = (torch.softmax(torch.from_numpy(generator.standard_normal((T, T))), -1).numpy() for _ in range(2))
     W1, W2 = generator.standard_normal((d, d)), generator.standard_normal((d, d))
@@ -580,23 +869,23 @@ def test_two_layers_collapse_into_one(student):
 
 @task("demo_multihead")
 def test_the_count_by_hand_is_nn_multiheadattentions(student):
-    for d in (16, 8, 24, 40):
+    for d in [4 * int(n) for n in rng().integers(1, 30, 4)]:
         expected = sum(p.numel() for p in torch.nn.MultiheadAttention(d, 4).parameters())
         got = student.call(probe_demo, "multihead", "count_by_hand", d)
         assert got == expected, f"count_by_hand({d}): yours {got!r}, nn.MultiheadAttention({d}, 4) has {expected}"
 
 
 @task("demo_causal_self_attention")
-@pytest.mark.parametrize("T", [6, 9])
-def test_the_four_panels(student, T):
+@pytest.mark.parametrize("size", ["small", "large"])
+def test_the_four_panels(student, size):
     generator = rng()
-    Q, K, V = (generator.standard_normal((T, 4)) for _ in range(3))
+    T, d = int(generator.integers(3, 8) if size == "small" else generator.integers(8, 20)), int(generator.integers(2, 8))
+    Q, K, V = (generator.standard_normal((T, d)) for _ in range(3))
     answer = student.call(probe_demo, "causal_self_attention", "causal_self_attention", Q, K, V)
     assert type(answer) is list and len(answer) == 4, "causal_self_attention: expected (scores, hidden, A, Y)"
-    scores = torch.from_numpy(Q) @ torch.from_numpy(K).T / 2.0
+    scores = torch.from_numpy(Q) @ torch.from_numpy(K).T / np.sqrt(d)
     expected_hidden = future(T)
-    hidden = array_of({"hidden": answer[1]}, "hidden", (T, T), bool)
-    assert np.array_equal(hidden, expected_hidden), f"the causal mask: yours\n{hidden.astype(int)}\nexpected\n{expected_hidden.astype(int)}"
+    assert_same_mask("the causal mask", answer[1], expected_hidden)
     weights, out = attention(Q, K, V, expected_hidden)[1], attention(Q, K, V, expected_hidden)[0]
     assert_close("scores", answer[0], scores.numpy())
     assert_close("A (the weights)", answer[2], weights)
@@ -608,7 +897,11 @@ KV_LABELS = ["multi-head ({heads} KV heads)", "grouped-query (8 KV heads)", "mul
 
 
 @task("demo_kv_cache")
-def test_the_seeds_cache_sizes(student):
+def test_the_cache_sizes_of_the_seeds_model_and_of_others(student):
+    """The seed's numbers at its own configuration, and at random configurations sizes in whole
+    bytes, in proportion to the number of layers, to the key-value heads each way keeps and to
+    their width, as the seed's table compares them (one test: numbers stored for the seed's
+    configuration alone earn nothing)."""
     sizes = student.call(probe_demo, "kv_cache", "cache_sizes", 80, 64, 128)
     labels = [label.format(heads=64) for label in KV_LABELS]
     assert type(sizes) is dict and list(sizes) == labels, f"cache_sizes: expected the keys {labels}, got {sizes!r}"
@@ -616,3 +909,21 @@ def test_the_seeds_cache_sizes(student):
     assert round(full / 1e6, 1) == 2.6, f"multi-head: {full / 1e6:.2f} MB per token; the seed says 2.6"
     assert round(full * 32768 / 1e9) == 86, f"multi-head at 32,768 tokens: {full * 32768 / 1e9:.1f} GB; the seed says 86"
     assert full / sizes[labels[1]] == 8, f"grouped-query: {full / sizes[labels[1]]:g}x less; the seed says 8x"
+    generator = rng()
+    for _ in range(3):
+        layers, groups, d_head = int(generator.integers(1, 100)), int(generator.integers(1, 9)), int(generator.integers(8, 257))
+        heads = 8 * groups
+        sizes = student.call(probe_demo, "kv_cache", "cache_sizes", layers, heads, d_head)
+        twice = student.call(probe_demo, "kv_cache", "cache_sizes", 2 * layers, heads, 2 * d_head)
+        labels = [label.format(heads=heads) for label in KV_LABELS]
+        where = f"cache_sizes({layers}, {heads}, {d_head})"
+        assert type(sizes) is dict and list(sizes) == labels, f"{where}: expected the keys {labels}, got {sizes!r}"
+        assert all(type(n) is int and n > 0 for n in sizes.values()), f"{where}: expected whole numbers of bytes"
+        multi_head, grouped, multi_query, latent = (sizes[label] for label in labels)
+        assert multi_head * 8 == grouped * heads and grouped == 8 * multi_query, (
+            f"{where}: multi-head, grouped-query (8 KV heads) and multi-query (1) are not in the proportion of "
+            f"their key-value heads ({heads} : 8 : 1)")
+        assert type(twice) is dict and [twice.get(label) for label in labels[:3]] == [4 * n for n in sizes.values()][:3], (
+            f"{where}: twice the layers of twice the width should hold four times as many bytes in each of the "
+            f"first three ways")
+        assert twice.get(labels[3]) == 2 * latent, f"{where}: the latent cache should grow with the layers alone"

@@ -1,16 +1,23 @@
 """Graded tests that stay out of the student copy (NOT_IN_STUDENT_COPY): their references
-would state a task's answer (a mask's offset, a cache's size formula), so a student's own
-`grade` runs without them, and the teacher's `grade` and the autograder run them too. They call
-the student's code the same way as tests/test_homework_tasks.py, through its probes."""
+would state a task's answer (a mask's offset, a cache's size formula, a kernel's formula), so a
+student's own `grade` runs without them, and the teacher's `grade` and the autograder run them
+too. They call the student's code the same way as tests/test_homework_tasks.py, through its
+probes, on inputs drawn afresh, and their feedback says where an answer differs, never the
+reference itself."""
 
 import numpy as np
 import pytest
 import torch
 
-from _grading import array_of, assert_close, attention
-from test_homework_tasks import probe_causal_mask, probe_demo, probe_tiled_attention
+from _grading import array_of, assert_close, assert_matches, assert_same_mask, attention
+from test_homework_tasks import _counts_once_the_work_is_done  # noqa: F401 (a task whose work test failed: not counted)
+from test_homework_tasks import probe_causal_mask, probe_demo, probe_summed_axes, probe_tiled_attention
 
 task = pytest.mark.task
+
+
+def rng():
+    return np.random.default_rng()
 
 
 def _hidden(queries, keys):
@@ -19,30 +26,95 @@ def _hidden(queries, keys):
     return np.arange(keys)[None, :] > (keys - queries) + np.arange(queries)[:, None]
 
 
+def probe_softmax_kernel(y, dy, axis):
+    from minitensor.backends import numpy_backend
+
+    return {"dx": numpy_backend.softmax_backward(y, dy, axis)}
+
+
+def probe_layer_norm_kernel(dy, x, weight, mean, rstd):
+    from minitensor.backends import numpy_backend
+
+    dx, dweight, dbias = numpy_backend.layer_norm_backward(dy, x, weight, mean, rstd)
+    return {"dx": dx, "dweight": dweight, "dbias": dbias}
+
+
+@task("unbroadcast")
+def test_summed_axes_names_exactly_the_axes_broadcasting_added_or_stretched(student):
+    generator = rng()
+    pairs = [((8, 16, 64), (64,)), ((5,), (5,)), ((2, 7), ())]
+    for _ in range(6):
+        big = tuple(int(n) for n in generator.integers(1, 5, int(generator.integers(1, 5))))
+        pairs.append((big, tuple(1 if generator.random() < 0.4 else n for n in big[int(generator.integers(0, len(big))):])))
+    got = student.call(probe_summed_axes, pairs)
+    assert type(got) is list and len(got) == len(pairs), f"summed_axes: expected one list per pair, got {got!r}"
+    for (big, small), axes in zip(pairs, got):
+        added = len(big) - len(small)
+        expected = list(range(added)) + [added + i for i, n in enumerate(small) if n == 1 and big[added + i] != 1]
+        assert sorted(axes) == expected, (
+            f"summed_axes({big}, {small}): yours {axes}; " + ("it names an axis it need not" if set(axes) > set(expected)
+                                                               else "an axis is missing or wrong"))
+
+
+@task("softmax_backward")
+def test_the_softmax_kernel_is_its_jacobians_product_for_any_rows(student):
+    """softmax_backward(y, dy) on rows that are no softmax's output (positive, not summing to 1):
+    the product of the Jacobian written in y, which a backward taken from the engine's autograd
+    of a composed softmax (rebuilt from log y) does not give."""
+    generator = rng()
+    y = generator.uniform(0.1, 2.0, (int(generator.integers(2, 6)), int(generator.integers(2, 9))))
+    dy = generator.standard_normal(y.shape)
+    axis = int(generator.integers(-2, 2))
+    expected = y * (dy - (dy * y).sum(axis=axis, keepdims=True))
+    assert_close("softmax_backward(y, dy) on rows that do not sum to 1", student.call(probe_softmax_kernel, y, dy, axis)
+                 .get("dx"), expected, 1e-12, 1e-12)
+
+
+@task("layer_norm_backward")
+def test_the_layer_norm_kernel_uses_the_statistics_it_is_given(student):
+    """layer_norm_backward with the rstd of an eps the kernel is not told: it must compute with
+    the mean and rstd forward saved, as a backward taken from a composed layer norm does not."""
+    generator = rng()
+    rows, d = (int(n) for n in generator.integers(2, 9, 2))
+    x, weight, dy = generator.standard_normal((rows, d)) * 2, generator.standard_normal(d), generator.standard_normal((rows, d))
+    eps = float(generator.uniform(0.05, 1.0))
+    mean = x.mean(axis=-1, keepdims=True)
+    rstd = 1 / np.sqrt(x.var(axis=-1, keepdims=True) + eps)
+    x_hat, g = (x - mean) * rstd, dy * weight
+    expected = {"dx": rstd * (g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True)),
+                "dweight": (dy * x_hat).sum(0), "dbias": dy.sum(0)}
+    assert_matches(student.call(probe_layer_norm_kernel, dy, x, weight, mean, rstd), expected, 1e-10, 1e-12)
+
+
 @task("attention_masks")
-@pytest.mark.parametrize("T, S", [(4, 6), (1, 5), (3, 8)])
-def test_the_causal_mask_of_fewer_queries_than_keys(student, T, S):
+@pytest.mark.parametrize("case", range(3))
+def test_the_causal_mask_of_fewer_queries_than_keys(student, case):
+    generator = rng()
+    S = int(generator.integers(2, 12))
+    T = int(generator.integers(1, S))
     mask = array_of(student.call(probe_causal_mask, T, S), "mask", shape=(T, S), dtype=bool)
-    expected = _hidden(T, S)
-    assert np.array_equal(mask, expected), f"causal_mask({T}, {S}): yours\n{mask.astype(int)}\nexpected\n{expected.astype(int)}"
+    assert_same_mask(f"causal_mask({T}, {S})", mask, _hidden(T, S))
 
 
 @task("tiled_attention")
 def test_tiled_causal_attention_of_fewer_queries_than_keys(student):
-    generator = np.random.default_rng()
-    q, k, v = generator.standard_normal((2, 200, 4)), generator.standard_normal((2, 300, 4)), generator.standard_normal((2, 300, 3))
-    mask = generator.random((200, 300)) < 0.2
-    hidden = mask | _hidden(200, 300)
+    generator = rng()
+    keys = int(generator.integers(260, 400))
+    queries = int(generator.integers(1, keys))
+    q, k, v = generator.standard_normal((2, queries, 4)), generator.standard_normal((2, keys, 4)), generator.standard_normal((2, keys, 3))
+    mask = generator.random((queries, keys)) < 0.2
+    mask[:, 0] = False  # every query sees a key
+    hidden = mask | _hidden(queries, keys)
     answer = student.call(probe_tiled_attention, q, k, v, mask, True)
     assert_close("out", answer.get("out"), attention(q, k, v, hidden)[0], 1e-9, 1e-10)
     scores = (torch.from_numpy(q) @ torch.from_numpy(k).transpose(-1, -2) / 2.0).masked_fill(torch.from_numpy(hidden), float("-inf"))
-    row_max, row_sum = array_of(answer, "row_max", (2, 200)), array_of(answer, "row_sum", (2, 200))
+    row_max, row_sum = array_of(answer, "row_max", (2, queries)), array_of(answer, "row_sum", (2, queries))
     assert_close("row_max + log(row_sum)", row_max + np.log(row_sum), torch.logsumexp(scores, dim=-1).numpy(), 1e-9, 1e-10)
 
 
 @task("demo_kv_cache")
 def test_cache_sizes_of_any_model(student):
-    generator = np.random.default_rng()
+    generator = rng()
     for _ in range(3):
         layers, groups, d_head = int(generator.integers(1, 100)), int(generator.integers(1, 9)), int(generator.integers(8, 257))
         heads = 8 * groups
@@ -51,4 +123,7 @@ def test_cache_sizes_of_any_model(student):
                      "multi-query (1 KV head)": d_head}
         expected = {name: 2 * 2 * layers * width for name, width in per_layer.items()}  # a key and a value, 2 bytes
         expected["latent (512 + 64 numbers, MLA)"] = 2 * layers * (512 + 64)
-        assert sizes == expected, f"cache_sizes({layers}, {heads}, {d_head}): yours {sizes}, expected {expected}"
+        where = f"cache_sizes({layers}, {heads}, {d_head})"
+        assert type(sizes) is dict and list(sizes) == list(expected), f"{where}: expected the keys {list(expected)}"
+        wrong = [name for name in expected if sizes[name] != expected[name]]
+        assert not wrong, f"{where}: wrong for {', '.join(wrong)} (yours {[sizes[name] for name in wrong]})"

@@ -89,8 +89,12 @@ def log_softmax(x, axis=-1):
 
 
 def log_softmax_backward(y, dy, axis=-1):
-    """dx_j = dy_j - exp(y_j) sum_i dy_i."""
+    """dL/dx along axis, given y = log_softmax(x) and dy = dL/dy. Part of the homework task
+    softmax_backward: softmax's backward is this one rearranged (softmax = exp(log_softmax))."""
+    # BEGIN SOLUTION softmax_backward
+    # dx_j = dy_j - exp(y_j) sum_i dy_i
     return dy - _xp(y).exp(y) * dy.sum(axis=axis, keepdims=True)
+    # END SOLUTION
 
 
 # ----------------------------------------------------------------------------

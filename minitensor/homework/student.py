@@ -23,8 +23,16 @@ import inspect
 import textwrap
 import time
 
-from .sandbox import StudentError
-from .worker import decode, encode, load_demo
+import os
+import pathlib
+import struct
+import subprocess
+import sys
+
+from .sandbox import StudentError, WorkerTimedOut
+from .worker import decode, encode, load_demo, read_message
+
+MEMORY_KEY = "__memory_mb__"  # the request's kwargs entry worker.main reads as call_within's limit
 
 
 def _source(probe):
@@ -55,7 +63,26 @@ def _raised(error):
 
 
 class Student:
+    """What a graded test holds: `call` runs a probe on the student's code; `measure` times it
+    on the grader's side; `call_within` runs it under a memory limit."""
+
     def call(self, probe, *args, **kwargs):
+        raise NotImplementedError
+
+    def measure(self, probe, *args, within_s=None, **kwargs):
+        """(value, seconds): the probe's answer and the wall time of the whole call, read on this
+        side of the wire (the student's process can patch its own `time`, not this one's). With
+        within_s, a call still running after that many seconds is stopped: an AssertionError
+        that says so (in the test suite's process, where nothing can be stopped, it runs on)."""
+        start = time.perf_counter()
+        value = self.call(probe, *args, **kwargs)
+        return value, time.perf_counter() - start
+
+    def call_within(self, memory_mb, probe, *args, **kwargs):
+        """The probe's answer when the process it runs in may grow by at most `memory_mb` MiB
+        while it runs (RLIMIT_AS lowered to its size then plus that; an allocation past it is a
+        MemoryError in the student's code). The process is not used again: a lowered limit
+        cannot be raised."""
         raise NotImplementedError
 
 
@@ -73,6 +100,33 @@ class WorkerStudent(Student):
         except StudentError as error:
             raise _raised(error.args[0]) from None
 
+    def measure(self, probe, *args, within_s=None, **kwargs):
+        name, source = _source(probe)
+        left = 60.0 if self.deadline is None else max(self.deadline - time.monotonic(), 0.001)
+        limit = left if within_s is None else min(left, within_s)
+        start = time.perf_counter()
+        try:
+            value = self.worker.call(source, name, args, kwargs, seconds=limit)
+        except StudentError as error:
+            raise _raised(error.args[0]) from None
+        except WorkerTimedOut:
+            if within_s is None or within_s >= left:
+                raise  # the test's own time limit
+            raise AssertionError(f"stopped after {within_s:.2f} s, the budget of this call") from None
+        return value, time.perf_counter() - start
+
+    def call_within(self, memory_mb, probe, *args, **kwargs):
+        try:
+            return self.call(probe, *args, **kwargs, **{MEMORY_KEY: float(memory_mb)})
+        finally:
+            self.worker.stop()  # spent: the worker ends after such a call; the next call starts a new one
+
+
+# What a worker under `grade` has done by the time a test limits its memory (the test's own
+# earlier calls): imported the library and the models and run a matrix product, before the limit.
+_WARM = ("def warm():\n    import numpy, minitensor, models.attention, models.transformer\n"
+         "    numpy.ones((512, 512)) @ numpy.ones((512, 512))  # BLAS sets up its threads' buffers\n")
+
 
 class InProcessStudent(Student):
     """This repository's code, in this process (the test suite's `student`)."""
@@ -83,3 +137,32 @@ class InProcessStudent(Student):
         exec(compile(source, f"<probe {name}>", "exec"), namespace)
         arguments = decode(encode({"args": list(args), "kwargs": kwargs}))
         return decode(encode(namespace[name](*arguments["args"], **arguments["kwargs"])))
+
+    def call_within(self, memory_mb, probe, *args, **kwargs):
+        """In a worker process of this repository's code (worker.py, as grading runs it), so the
+        limit is the same real rlimit, not a measurement."""
+        name, source = _source(probe)
+        root = pathlib.Path(__file__).resolve().parents[2]
+        read_end, write_end = os.pipe()
+        process = subprocess.Popen([sys.executable, "-I", str(pathlib.Path(__file__).with_name("worker.py")),
+                                    str(root), "in-process", str(write_end)],
+                                   stdin=subprocess.PIPE, pass_fds=(write_end,), cwd=root)
+        os.close(write_end)
+        warm = encode({"source": _WARM, "name": "warm", "args": [], "kwargs": {}, "nonce": "warm"})
+        request = encode({"source": source, "name": name, "args": list(args),
+                          "kwargs": {**kwargs, MEMORY_KEY: float(memory_mb)}, "nonce": "in-process"})
+        try:
+            for message in (warm, request):
+                process.stdin.write(struct.pack("<Q", len(message)) + message)
+            process.stdin.close()
+            with os.fdopen(read_end, "rb") as answers:
+                read_message(answers)
+                answer = read_message(answers)
+        finally:
+            process.kill()
+            process.wait()
+        if answer is None:
+            raise StudentError(f"the worker ended without an answer (exit status {process.returncode})")
+        if "error" in answer:
+            raise _raised(answer["error"])
+        return answer["value"]

@@ -53,9 +53,14 @@ class Softmax(Function):
 class LogSoftmax(Function):
     """y_i = x_i - log sum_j exp(x_j)   along `axis`.
 
-    dy_i/dx_j = delta_ij - softmax(x)_j, so
-        dL/dx_j = grad_j - softmax(x)_j * sum_i grad_i,   with softmax(x) = exp(y).
+    Backward is part of the homework task softmax_backward (softmax's backward rearranged):
+    derived in the comment below.
     """
+
+    # BEGIN SOLUTION softmax_backward
+    # dy_i/dx_j = delta_ij - softmax(x)_j, so
+    #     dL/dx_j = grad_j - softmax(x)_j * sum_i grad_i,   with softmax(x) = exp(y).
+    # END SOLUTION
 
     @staticmethod
     def forward(ctx, x, axis=-1):
@@ -68,4 +73,4 @@ class LogSoftmax(Function):
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
-        return backends.active().log_softmax_backward(y, grad, ctx.axis)  # grad - exp(y) * sum(grad)
+        return backends.active().log_softmax_backward(y, grad, ctx.axis)

@@ -98,25 +98,6 @@ def _log_softmax_rows(x, y):
             y[r, c] -= log_total
 
 
-@njit(parallel=True, cache=True, fastmath=ROW_FLAGS)
-def _log_softmax_backward_rows(y, dy, dx):
-    """dx[r] = dy[r] - exp(y[r]) * sum(dy[r]). A dy of one column is one number per row,
-    the same for every entry (see layout.gradient_rows)."""
-    for r in prange(y.shape[0]):
-        exp_into(y[r], 0.0, dx[r])  # dx as scratch for exp(y)
-        if dy.shape[1] == 1:
-            g = dy[r, 0]
-            total = g * y.shape[1]
-            for c in range(y.shape[1]):
-                dx[r, c] = g - dx[r, c] * total
-            continue
-        total = 0.0
-        for c in range(y.shape[1]):
-            total += dy[r, c]
-        for c in range(y.shape[1]):
-            dx[r, c] = dy[r, c] - dx[r, c] * total
-
-
 def softmax(x, axis=-1, mask=None):
     rows, moved_shape = layout.rows(x, axis)
     hidden = layout.no_mask() if mask is None else layout.mask_rows(mask, x.shape, axis % x.ndim)
@@ -140,6 +121,27 @@ def log_softmax(x, axis=-1):
     return layout.unrows(y, moved_shape, axis)
 
 
+# BEGIN SOLUTION softmax_backward
+@njit(parallel=True, cache=True, fastmath=ROW_FLAGS)
+def _log_softmax_backward_rows(y, dy, dx):
+    """dx[r] = dy[r] - exp(y[r]) * sum(dy[r]). A dy of one column is one number per row,
+    the same for every entry (see layout.gradient_rows)."""
+    for r in prange(y.shape[0]):
+        exp_into(y[r], 0.0, dx[r])  # dx as scratch for exp(y)
+        if dy.shape[1] == 1:
+            g = dy[r, 0]
+            total = g * y.shape[1]
+            for c in range(y.shape[1]):
+                dx[r, c] = g - dx[r, c] * total
+            continue
+        total = 0.0
+        for c in range(y.shape[1]):
+            total += dy[r, c]
+        for c in range(y.shape[1]):
+            dx[r, c] = dy[r, c] - dx[r, c] * total
+
+
 def log_softmax_backward(y, dy, axis=-1):
     return layout.rows_backward(_log_softmax_backward_rows, y, dy, axis)
+# END SOLUTION
 

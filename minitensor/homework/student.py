@@ -148,15 +148,17 @@ class InProcessStudent(Student):
                                     str(root), "in-process", str(write_end)],
                                    stdin=subprocess.PIPE, pass_fds=(write_end,), cwd=root)
         os.close(write_end)
+        hello = encode({"nonce": "hello"})  # the worker's first message: it answers when ready
         warm = encode({"source": _WARM, "name": "warm", "args": [], "kwargs": {}, "nonce": "warm"})
         request = encode({"source": source, "name": name, "args": list(args),
                           "kwargs": {**kwargs, MEMORY_KEY: float(memory_mb)}, "nonce": "in-process"})
         try:
-            for message in (warm, request):
+            for message in (hello, warm, request):
                 process.stdin.write(struct.pack("<Q", len(message)) + message)
             process.stdin.close()
             with os.fdopen(read_end, "rb") as answers:
-                read_message(answers)
+                read_message(answers)  # ready
+                read_message(answers)  # warm
                 answer = read_message(answers)
         finally:
             process.kill()

@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -140,12 +141,13 @@ def test_the_uid_level_refuses_when_what_it_must_hide_is_readable_by_others(tmp_
     box = sandbox.Sandbox(ROOT, sensitive=[hidden_file])
     box.close()
     assert box.level == "uid"
-    readable = tmp_path / "tests"
-    readable.mkdir()
+    readable = pathlib.Path(tempfile.mkdtemp(prefix="minitensor-teacher-tests-"))  # as a teacher's repository often is
     readable.chmod(0o755)
-    tmp_path.chmod(0o755)
-    with pytest.raises(sandbox.IsolationError, match=rf"uid: the worker's user could read {readable}"):
-        sandbox.Sandbox(ROOT, sensitive=[readable])
+    try:
+        with pytest.raises(sandbox.IsolationError, match=rf"uid: the worker's user could read {readable}"):
+            sandbox.Sandbox(ROOT, sensitive=[readable])
+    finally:
+        readable.rmdir()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="as root only: the question is whether student code would run as root")
@@ -240,30 +242,33 @@ HOSTILE = {
     "gradcheck_central_difference": (  # an answer of a gigabyte
         "import importlib as _il, numpy as _np\n_g = _il.import_module('minitensor.gradcheck')\n"
         "_g._central_difference = lambda *a, **k: _np.ones(135_000_000)\n"),
-    "unbroadcast": (  # the disk filled, from the worker's home and the folder it shares with the others
-        "import os as _os\nimport minitensor.autograd as _a\n"
-        "def _fill(*a, **k):\n"
-        "    for folder in (_os.environ['HOME'], _os.environ['NUMBA_CACHE_DIR']):\n"
-        "        for number in range(3):\n"
-        "            try:\n"
-        "                with open(_os.path.join(folder, f'fill{number}'), 'wb') as f:\n"
-        "                    f.write(b'x' * 200 * 2**20)\n"
-        "            except OSError:\n"
-        "                break\n"
-        "    return ()\n"
-        "_a.summed_axes = _fill\n"),
 }
 
 
+FILL_THE_DISK = (  # from a demo function: the worker's home and the folder it shares with the others
+    "    import os\n"
+    "    for folder in (os.environ['HOME'], os.environ['NUMBA_CACHE_DIR']):\n"
+    "        for number in range(3):\n"
+    "            try:\n"
+    "                with open(os.path.join(folder, f'fill{number}'), 'wb') as f:\n"
+    "                    f.write(b'x' * 200 * 2**20)\n"
+    "            except OSError:\n"
+    "                break\n"
+    "    return 0\n")
+
+
 def test_a_fork_bomb_a_gigabyte_answer_and_a_full_disk_fail_their_tests_alone(tmp_path, worker_python):
-    tasks = ["topological_order", "elementwise_backward", "unbroadcast", "gradcheck_central_difference"]
+    tasks = ["topological_order", "elementwise_backward", "demo_multihead", "gradcheck_central_difference"]
     copy = homework.strip(tmp_path / "student", keep=["topological_order"])
     init = copy / "minitensor" / "__init__.py"
     init.write_text(init.read_text() + "\n" + "\n".join(HOSTILE.values()))
+    demo = copy / "demos" / "multihead.py"
+    stub = next(line for line in demo.read_text().splitlines() if "NotImplementedError" in line)
+    demo.write_text(demo.read_text().replace(stub + "\n", FILL_THE_DISK))
     results = tmp_path / "results.json"
     ok, rows, table = grade(copy, tasks=tasks, python=worker_python, gradescope=results, timeout=60, verbose=True)
     points = {row.task: row.points for row in rows}
-    assert points == {"topological_order": 10.0, "elementwise_backward": 0.0, "unbroadcast": 0.0,
+    assert points == {"topological_order": 10.0, "elementwise_backward": 0.0, "demo_multihead": 0.0,
                       "gradcheck_central_difference": 0.0}, table
     assert "over the limit of 67108864" in table  # the gigabyte answer, refused before it was read
     assert re.search(r"wrote \d+ MB to disk during this test, over the limit of 512 MB", table), table

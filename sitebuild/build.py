@@ -248,7 +248,14 @@ def demo_page(name, notebook, backward, student, docs, teacher=False):
     links = (f"\n[Download the source](../sources/{name}.py) (the student copy's `demos/{name}.py`; run it with "
              f"`python demos/{name}.py`, or open it as a notebook). These outputs come from the quick run "
              f"(`MINITENSOR_QUICK=1`) unless the site was built with `--full`.\n")
-    if backward is not None:
+    if backward is not None and answer_figure:
+        # its values are the withheld figure's (the task's answer at the demo's inputs): left out with it
+        task = f"demo_{name}"
+        parts.append("## The backward pass of this page's model\n\n"
+                     "!!! note \"The backward page is left out\"\n    Its values are the ones the left-out figure "
+                     f"plots, the answer of the homework task [`{task}`](../tasks/{task}.md). (A site built with "
+                     "`--teacher` shows it.)\n")
+    elif backward is not None:
         (folder / name / "backward.html").write_text(hide_solution_lines(backward.read_text()))
         links += ("\n!!! tip \"Step through the backward pass of this page's model\"\n"
                   "    Below the demo, the backward page of the tensors this page computed, in predict mode: "

@@ -51,6 +51,16 @@ def site(tmp_path_factory):
     return out, work
 
 
+@pytest.fixture(scope="module")
+def teacher_site(site):
+    """The same demos built with --teacher (from the site's cache: nothing is executed again):
+    the solved demo tasks' figures and backward pages shown."""
+    out, work = site
+    if os.environ.get("MINITENSOR_SITE"):
+        pytest.skip("MINITENSOR_SITE checks a student site built elsewhere")
+    return sitebuild.build(quick=True, only=DEMOS, out=work / "teacher-site", work=work, teacher=True), work
+
+
 def _pages(out):
     return sorted(p for p in out.rglob("*.html") if p.name != "404.html" and "backward.html" != p.name)
 
@@ -61,9 +71,10 @@ def test_the_site_has_every_page_the_issue_lists(site):
     for name in DEMOS:
         assert (out / "demos" / f"{name}.html").is_file(), name
         assert (out / "sources" / f"{name}.py").is_file(), name
-    for name in ["causal_self_attention", "multihead", "stacking"]:
-        assert (out / "demos" / name / "backward.html").is_file(), name
-        assert 'class="backward-page"' in (out / "demos" / f"{name}.html").read_text()
+    for name in ["causal_self_attention", "multihead", "stacking"]:  # demo tasks: their values are the answer
+        assert not (out / "demos" / name / "backward.html").exists(), name
+        page = (out / "demos" / f"{name}.html").read_text()
+        assert 'class="backward-page"' not in page and "The backward page is left out" in page, name
     assert not (out / "demos" / "soft_lookup" / "backward.html").exists()
     for task in homework.TASK_NAMES:
         assert (out / "tasks" / f"{task}.html").is_file(), task
@@ -108,10 +119,17 @@ def test_no_page_shows_solution_code_or_states_an_answer(site, tmp_path):
         assert not found, f"{task}: the site states the answer: {found[:3]}"
 
 
-def test_no_backward_page_shows_a_line_of_a_solution(site):
+def test_a_teacher_site_shows_the_demo_tasks_backward_pages(teacher_site):
+    out, _ = teacher_site
+    for name in ["causal_self_attention", "multihead", "stacking"]:
+        assert (out / "demos" / name / "backward.html").is_file(), name
+        assert 'class="backward-page"' in (out / "demos" / f"{name}.html").read_text()
+
+
+def test_no_backward_page_shows_a_line_of_a_solution(teacher_site):
     """The backward pages are drawn in the teacher's kernel, so each node's "made at" line could
     be a line of a solution region (causal_self_attention's own function is one): those are hidden."""
-    out, _ = site
+    out, _ = teacher_site
     hidden = sitebuild.solution_lines()
     pages = sorted((out / "demos").glob("*/backward.html"))
     assert pages
@@ -205,8 +223,8 @@ def test_every_page_loads_offline_with_its_images_and_links(site, browser):
     assert not problems, "\n".join(problems)
 
 
-def test_each_embedded_backward_page_steps_with_the_arrow_key(site, browser):
-    out, _ = site
+def test_each_embedded_backward_page_steps_with_the_arrow_key(teacher_site, browser):
+    out, _ = teacher_site
     embedding = [path for path in sorted((out / "demos").glob("*.html")) if 'class="backward-page"' in path.read_text()]
     assert {f"{name}.html" for name in ["causal_self_attention", "multihead", "stacking"]} <= {p.name for p in embedding}
     for path in embedding:

@@ -696,6 +696,9 @@ def test_setup_brings_a_python_of_311_or_newer_updates_apt_first_and_takes_pytor
     assert "--index-url https://download.pytorch.org/whl/cpu" in torch_line and "torch==2.13.0" in torch_line
     assert commands.index("apt-get install -y python3.11 python3.11-venv" if brings_python
                           else "apt-get install -y python3-venv") > 0
+    # the grader's environment (PyTorch) readable by root alone; the student's by the worker's user
+    assert "chmod -R go-rwx /opt/minitensor/grader" in commands and "chmod -R a+rX /opt/minitensor/student" in commands
+    assert "chmod -R a+rX /opt/minitensor" not in commands and "apt-get install -y bubblewrap" in commands
 
 
 def _levels_here():

@@ -376,3 +376,16 @@ def test_rehearse_runs_the_autograder_as_gradescope_would(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "minitensor.homework", "rehearse", str(copy), str(copy)],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "is not an autograder zip" in bad.stderr
+
+
+def test_check_task_lists_what_a_new_task_still_lacks(tmp_path):
+    from minitensor.homework import check_task
+
+    text, missing = check_task.report("softmax_backward")
+    assert not missing and text.count("ok  ") == 6 and "numba_backend" in text and "cupy_backend.py" in text, text
+    text, missing = check_task.report("positional_encoding")  # a task being added: nothing done yet
+    assert missing and text.count("TODO") == 4, text  # the count follows TASKS once it is added there
+    assert "add ('positional_encoding', 'what to derive" in text and "# BEGIN SOLUTION positional_encoding" in text
+    run = subprocess.run([sys.executable, "-m", "minitensor.homework", "check-task", "positional_encoding"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and run.stdout == text + "\n"

@@ -50,6 +50,8 @@ ELSEWHERE = {  # run by another test, or on Gradescope
     "python -m minitensor.homework grade ../student": "tests/test_homework.py",
     "python -m minitensor.homework bundle autograder.zip --tasks softmax_backward layer_norm_backward kv_cache --extra hidden/":
         "tests/test_homework.py",
+    "python -m minitensor.homework check-task softmax_backward":
+        "tests/test_homework_isolation.py::test_check_task_lists_what_a_new_task_still_lacks",
     "python -m minitensor.homework rehearse autograder.zip ../student":
         "tests/test_homework_isolation.py::test_rehearse_runs_the_autograder_as_gradescope_would",
     "bash /autograder/source/run_autograder": "runs on Gradescope; tests/test_homework.py runs the bundle's run_autograder",

@@ -4,6 +4,7 @@ import argparse
 import sys
 
 from . import __doc__ as USAGE
+from . import check_task
 from .bundle import bundle, rehearse
 from .grade import grade
 from .isolation import LEVELS
@@ -42,6 +43,8 @@ def main(argv=None):
     bundle_parser.add_argument("--timeout", type=float, default=60.0, help="seconds per test (default 60)")
     bundle_parser.add_argument("--isolation", choices=LEVELS, default="landlock",
                                help="the weakest isolation the autograder accepts (default landlock)")
+    check_parser = commands.add_parser("check-task", help="what a task being added still lacks")
+    check_parser.add_argument("name")
     rehearse_parser = commands.add_parser("rehearse", help="run an autograder zip on a submission here, as "
                                                            "Gradescope would")
     rehearse_parser.add_argument("autograder", help="the zip `bundle` wrote")
@@ -56,6 +59,10 @@ def main(argv=None):
             out = strip(args.out, keep=args.keep, manifest=args.manifest)
             print(f"student copy written to {out}: {len(TASKS) - len(args.keep)} tasks to do")
             return 0
+        if args.command == "check-task":
+            text, missing = check_task.report(args.name)
+            print(text)
+            return 1 if missing else 0
         if args.command == "rehearse":
             document = rehearse(args.autograder, args.submission, python=args.worker_python, keep=args.keep)
             print(f"score {document['score']:g} / {sum(test['max_score'] for test in document['tests']):g}, "

@@ -107,22 +107,47 @@ def test_a_worker_reaches_nothing_but_the_copy(level, worker_python, tmp_path, m
         assert found["processes"] <= 3  # bwrap's init, the worker, and nothing of the machine's
 
 
-def test_a_worker_reaches_no_network():
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen()
-        port = server.getsockname()[1]
-        source = ("def probe(port):\n    import socket\n    try:\n        socket.create_connection(('127.0.0.1', port), 2)\n"
-                  "        return 'connected'\n    except Exception as error:\n        return type(error).__name__\n")
+NETWORK_PROBE = """
+def probe(port):
+    import socket
+    found = {}
+    for kind, family, style in (("tcp", socket.AF_INET, socket.SOCK_STREAM), ("udp", socket.AF_INET, socket.SOCK_DGRAM)):
+        try:
+            with socket.socket(family, style) as sock:
+                sock.settimeout(2)
+                sock.connect(("127.0.0.1", port))
+                sock.send(b"out")
+                found[kind] = "sent"
+        except Exception as error:
+            found[kind] = type(error).__name__
+    return found
+"""
+
+
+@pytest.mark.parametrize("level", _levels())
+def test_a_worker_reaches_no_network(level, monkeypatch):
+    """No TCP and no UDP out of the worker (Landlock covers TCP only; a seccomp filter refuses
+    every socket but a Unix one where there is no network namespace)."""
+    monkeypatch.setenv("MINITENSOR_ISOLATION_ONLY", level)
+    with socket.socket() as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        tcp.bind(("127.0.0.1", 0))
+        tcp.listen()
+        udp.bind(("127.0.0.1", tcp.getsockname()[1]))
+        udp.settimeout(1)
         box = sandbox.Sandbox(ROOT)
         worker = box.worker("net")
         try:
-            answer = worker.call(source, "probe", (port,), seconds=60)
+            answer = worker.call(NETWORK_PROBE, "probe", (tcp.getsockname()[1],), seconds=60)
         finally:
             worker.stop()
             box.close()
-    if box.level in ("bubblewrap", "landlock"):
-        assert answer != "connected"
+        try:
+            received = udp.recv(16)
+        except OSError:
+            received = b""
+    if level == "none":
+        pytest.skip("at level none the worker is the grading user, network included (README)")
+    assert answer["tcp"] != "sent" and received != b"out", answer
 
 
 def test_grading_refuses_a_level_below_the_one_asked(monkeypatch, tmp_path):
@@ -389,3 +414,51 @@ def test_check_task_lists_what_a_new_task_still_lacks(tmp_path):
     run = subprocess.run([sys.executable, "-m", "minitensor.homework", "check-task", "positional_encoding"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 1 and run.stdout == text + "\n"
+
+
+def test_a_memory_limit_holds_when_the_copy_patches_resource(tmp_path):
+    """The limit of a memory-limited call is set in a fresh worker before the copy is imported, so
+    a copy that disables setrlimit at import (to build a (T, T) matrix) changes nothing."""
+    folder = tmp_path / "copy"
+    (folder / "minitensor").mkdir(parents=True)
+    (folder / "minitensor" / "__init__.py").write_text(
+        "import resource as _r\n_set = _r.setrlimit\n"
+        "_r.setrlimit = lambda what, limits: None if what == _r.RLIMIT_AS else _set(what, limits)\n")
+    source = "def big(megabytes):\n    import numpy\n    return float(numpy.ones(megabytes * 2**17).sum())\n"
+    box = sandbox.Sandbox(folder)
+    worker = box.worker("memory")
+    try:
+        assert worker.call(source, "big", (100,), seconds=60) == 100 * 2**17  # no limit: 100 MB is fine
+        worker.stop()
+        worker.start(memory_mb=40)
+        with pytest.raises(sandbox.StudentError, match="MemoryError"):
+            worker.call(source, "big", (100,), seconds=60, last=True)
+    finally:
+        worker.stop()
+        box.close()
+
+
+def test_a_message_the_grader_cannot_print_still_gets_a_results_file(tmp_path):
+    copy = homework.strip(tmp_path / "student")
+    init = copy / "minitensor" / "__init__.py"
+    init.write_text(init.read_text() + '\nraise ValueError("boom \\ud800")\n')
+    results = tmp_path / "results.json"
+    ok, rows, table = grade(copy, task="topological_order", gradescope=results)
+    document = json.loads(results.read_text())
+    assert document["score"] == 0 and "the copy does not import" in document["output"] and "boom" in table
+
+
+def test_a_header_of_many_small_items_is_refused_before_it_is_parsed():
+    from minitensor.homework import worker as wire
+
+    items = json.dumps({"l": [{"v": 0}] * 300_000}).encode()  # 2.4 MB of JSON: a few hundred MB of objects
+    message = struct.pack("<QI", len(items), 0) + items
+    with pytest.raises(ValueError, match=r"a header of \d+ bytes"):
+        wire.decode(message)
+
+
+def test_the_student_environment_holds_no_bytecode_or_path_files_of_the_graders():
+    environment = isolation.StudentEnvironment(os.environ.get("MINITENSOR_WORKER_PYTHON") or sys.executable)
+    names = [os.path.basename(path) for path in environment.packages]
+    assert "numpy" in names and "scipy" in names
+    assert not [n for n in names if n == "__pycache__" or n.endswith(".pth") or n.startswith(("__editable__", "torch"))]

@@ -818,6 +818,9 @@ def test_the_two_counts_meet_at_t_equal_6d(student):
         attention_part = student.call(probe_demo, "attention_cost", "attention_operations", 6 * d, d)
         assert weights == attention_part and weights > 0, (
             f"at T = 6d (d = {d}) the seed finds the two counts equal; yours {weights} and {attention_part}")
+        x = torch.zeros(6 * d, d)
+        assert attention_part == _flops(lambda: (x @ x.T) @ x), (
+            f"attention_operations({6 * d}, {d}): yours {attention_part}, not what PyTorch's products do")
 
 
 @task("demo_scaling")
@@ -869,7 +872,7 @@ def test_two_layers_collapse_into_one(student):
 
 @task("demo_multihead")
 def test_the_count_by_hand_is_nn_multiheadattentions(student):
-    for d in [4 * int(n) for n in rng().integers(1, 30, 4)]:
+    for d in [4 * int(n) for n in rng().integers(1, 1024, 4)]:
         expected = sum(p.numel() for p in torch.nn.MultiheadAttention(d, 4).parameters())
         got = student.call(probe_demo, "multihead", "count_by_hand", d)
         assert got == expected, f"count_by_hand({d}): yours {got!r}, nn.MultiheadAttention({d}, 4) has {expected}"
@@ -909,6 +912,10 @@ def test_the_cache_sizes_of_the_seeds_model_and_of_others(student):
     assert round(full / 1e6, 1) == 2.6, f"multi-head: {full / 1e6:.2f} MB per token; the seed says 2.6"
     assert round(full * 32768 / 1e9) == 86, f"multi-head at 32,768 tokens: {full * 32768 / 1e9:.1f} GB; the seed says 86"
     assert full / sizes[labels[1]] == 8, f"grouped-query: {full / sizes[labels[1]]:g}x less; the seed says 8x"
+    latent = sizes[labels[3]]
+    assert latent == 80 * (512 + 64) * 2, (
+        f"latent: {latent} bytes per token; its label's 512 + 64 numbers a layer, 2 bytes each as the other ways "
+        f"count, over the seed's 80 layers give another number")
     generator = rng()
     for _ in range(3):
         layers, groups, d_head = int(generator.integers(1, 100)), int(generator.integers(1, 9)), int(generator.integers(8, 257))

@@ -276,9 +276,9 @@ def grade(path=".", task=None, extra=None, stream=None, tests=None, tasks=None, 
     rows = _rows(results, names)
     summary = _summary(rows, results, hidden_exist)
     shown = path if pathlib.Path(path).resolve() == pathlib.Path(copy).resolve() else copy  # as the user wrote it
-    _print_table(rows, summary, results, shown, verbose, stream)
-    if gradescope is not None:
+    if gradescope is not None:  # first: whatever the table holds, the results file is written
         write_gradescope(gradescope, results, rows, time.perf_counter() - start, hidden_exist)
+    _print_table(rows, summary, results, shown, verbose, stream)
     ok = not results.get("error") and all(row.status == "passed" for row in rows)
     return ok, rows
 

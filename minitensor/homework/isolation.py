@@ -30,6 +30,7 @@ import subprocess
 LEVELS = ("none", "uid", "landlock", "bubblewrap")  # weakest first
 RUNTIME = ("numpy", "scipy", "numba", "matplotlib", "tqdm", "threadpoolctl")  # setup.cfg's install_requires
 TMP_MB = 256  # the private /tmp of a bubblewrap worker
+SHM_MB = 64  # and its /dev/shm (the rest of its /dev is read-only)
 SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/ld.so.conf",
                "/etc/ld.so.conf.d", "/etc/localtime", "/etc/fonts", "/etc/alternatives")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
@@ -60,6 +61,7 @@ while wanted:
         continue
     base = str(dist.locate_file(""))
     tops = {str(file).split("/")[0] for file in dist.files or () if not str(file).startswith("..")}
+    tops = {t for t in tops if t != "__pycache__" and not t.endswith(".pth") and not t.startswith("__editable__")}
     dists.append({"name": name, "base": base, "entries": sorted(tops)})
     wanted += [r for r in dist.requires or () if "extra ==" not in r and "extra==" not in r]
 hidden = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
@@ -178,7 +180,8 @@ def bubblewrap_command(environment, readable, home, writable=(), tmp_mb=TMP_MB):
     below may lie under the machine's /tmp)."""
     command = [bubblewrap_path(), "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
                "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-               "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_mb * 2**20), "--tmpfs", "/tmp"]
+               "--proc", "/proc", "--dev", "/dev", "--size", str(SHM_MB * 2**20), "--tmpfs", "/dev/shm",
+               "--size", str(tmp_mb * 2**20), "--tmpfs", "/tmp", "--remount-ro", "/dev"]
     for path in SYSTEM_READ:
         if os.path.islink(path):
             command += ["--symlink", os.readlink(path), path]
@@ -294,3 +297,48 @@ def describe(level):
             "uid": "uid (a user id of its own)",
             "none": "none (student code runs as you, and can read what you can)"}[level]
 
+
+
+# ----------------------------------------------------------------------------
+# seccomp: no network socket, where there is no network namespace
+# ----------------------------------------------------------------------------
+
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_SOCKET_CALLS = {"x86_64": (41,), "aarch64": (198,)}  # socket(2); socketpair(2) makes only Unix sockets
+_AF_UNIX = 1
+
+
+def no_network_sockets():
+    """Refuse socket(2) for every family but AF_UNIX (EACCES), in this process and what it
+    execs: Landlock covers TCP only, so UDP (a DNS query out, say) and raw sockets are refused
+    here. A classic BPF program installed with seccomp; requires no privilege."""
+    machine = platform.machine()
+    if machine not in _AUDIT_ARCH:
+        return
+    ld_w_abs, jeq_k, ret_k = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
+    allow, refuse, kill = 0x7FFF0000, 0x00050000 | 13, 0x80000000  # SECCOMP_RET_ALLOW, ERRNO(EACCES), KILL_PROCESS
+    (socket_call,) = _SOCKET_CALLS[machine]
+    program = [
+        (ld_w_abs, 0, 0, 4),                      # A = seccomp_data.arch
+        (jeq_k, 1, 0, _AUDIT_ARCH[machine]),      # the expected architecture: go on
+        (ret_k, 0, 0, kill),                      # another ABI (a 32-bit call): kill
+        (ld_w_abs, 0, 0, 0),                      # A = seccomp_data.nr
+        (jeq_k, 0, 3, socket_call),               # socket(): check its family; else allow
+        (ld_w_abs, 0, 0, 16),                     # A = the low half of args[0], the family
+        (jeq_k, 1, 0, _AF_UNIX),                  # AF_UNIX: allow
+        (ret_k, 0, 0, refuse),                    # any other family: EACCES
+        (ret_k, 0, 0, allow),
+    ]
+
+    class Filter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+
+    filters = (Filter * len(program))(*[Filter(*instruction) for instruction in program])
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) < 0:  # PR_SET_NO_NEW_PRIVS, which an unprivileged filter requires
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    if libc.prctl(22, 2, ctypes.byref(Program(len(program), filters)), 0, 0) < 0:  # PR_SET_SECCOMP, MODE_FILTER
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")

@@ -50,7 +50,7 @@ PROCESSES = 128  # a worker's own processes and threads (beyond what its user al
 START_SECONDS = 120.0  # a worker's start-up (Python, NumPy, the copy's import): not part of any test's time
 FIRST_UID = 61_000  # where the search for an unused user id starts, when grading as root
 UID_RANGE = 5_000
-SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")  # where any user may write
 
 
 class StudentError(Exception):
@@ -446,14 +446,18 @@ class Worker:
         resource.setrlimit(resource.RLIMIT_NPROC, (already + PROCESSES,) * 2)
         if uid is not None:
             _drop_to(uid)()
+        if self.level != "bubblewrap":  # bubblewrap has no network at all; elsewhere: no socket but a Unix one
+            isolation.no_network_sockets()
         if self.level == "landlock":
             rules = isolation.landlock_rules(self.sandbox.environment, self.sandbox.readable, self.home,
                                              writable=[self.sandbox.cache])
             isolation.apply_landlock(rules, isolation.landlock_abi())
 
-    def start(self):
+    def start(self, memory_mb=None):
         """Start the worker and wait (up to START_SECONDS, not counted in any test) until it says
-        it is ready: Python, NumPy and the copy's packages imported."""
+        it is ready: Python, NumPy and the copy's packages imported. With memory_mb, the worker
+        limits its own address space to what it holds then plus that (and a small allowance for
+        the copy's import), before the copy's code runs: a worker for one call (`call(last=True)`)."""
         answers_read, answers_write = os.pipe()
         arguments = [str(self.sandbox.worker_file), str(self.sandbox.code), self.task, str(answers_write),
                      str(self.sandbox.site)]
@@ -467,7 +471,7 @@ class Worker:
         nonce = secrets.token_hex(16)
         deadline = time.monotonic() + START_SECONDS
         try:
-            self._send({"nonce": nonce})
+            self._send({"nonce": nonce, **({"memory_mb": float(memory_mb)} if memory_mb is not None else {})})
             ready = None
             while not (type(ready) is dict and ready.get("ready") == nonce):  # frames written ahead are passed over
                 ready = self._next_frame(deadline)
@@ -493,15 +497,16 @@ class Worker:
             raise WorkerDied(f"the answer was {length} bytes, over the limit of {MAX_MESSAGE}")
         return decode(self._read(length, deadline))
 
-    def call(self, source, name, args=(), kwargs=None, seconds=60.0):
-        """What the probe `name` (defined in `source`) returns on the student's code."""
+    def call(self, source, name, args=(), kwargs=None, seconds=60.0, last=False):
+        """What the probe `name` (defined in `source`) returns on the student's code (with last,
+        the worker ends after answering)."""
         if self.process is None or self.process.poll() is not None:
             self.start()
         nonce = secrets.token_hex(16)
         deadline = time.monotonic() + seconds
         try:
             self._send({"source": source, "name": name, "args": list(args), "kwargs": dict(kwargs or {}),
-                        "nonce": nonce})
+                        "nonce": nonce, **({"last": True} if last else {})})
             answer = None
             while not (type(answer) is dict and answer.get("nonce") == nonce):  # frames written ahead are passed over
                 answer = self._next_frame(deadline)

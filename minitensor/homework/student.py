@@ -32,7 +32,6 @@ import sys
 from .sandbox import StudentError, WorkerTimedOut
 from .worker import decode, encode, load_demo, read_message
 
-MEMORY_KEY = "__memory_mb__"  # the request's kwargs entry worker.main reads as call_within's limit
 
 
 def _source(probe):
@@ -116,16 +115,16 @@ class WorkerStudent(Student):
         return value, time.perf_counter() - start
 
     def call_within(self, memory_mb, probe, *args, **kwargs):
+        name, source = _source(probe)
+        seconds = 60.0 if self.deadline is None else max(self.deadline - time.monotonic(), 0.001)
+        self.worker.stop()
+        self.worker.start(memory_mb=memory_mb)  # a fresh worker, limited before the copy's code runs
         try:
-            return self.call(probe, *args, **kwargs, **{MEMORY_KEY: float(memory_mb)})
+            return self.worker.call(source, name, args, kwargs, seconds=seconds, last=True)
+        except StudentError as error:
+            raise _raised(error.args[0]) from None
         finally:
-            self.worker.stop()  # spent: the worker ends after such a call; the next call starts a new one
-
-
-# What a worker under `grade` has done by the time a test limits its memory (the test's own
-# earlier calls): imported the library and the models and run a matrix product, before the limit.
-_WARM = ("def warm():\n    import numpy, minitensor, models.attention, models.transformer\n"
-         "    numpy.ones((512, 512)) @ numpy.ones((512, 512))  # BLAS sets up its threads' buffers\n")
+            self.worker.stop()  # spent: a lowered limit cannot be raised; the next call starts a new worker
 
 
 class InProcessStudent(Student):
@@ -148,17 +147,15 @@ class InProcessStudent(Student):
                                     str(root), "in-process", str(write_end)],
                                    stdin=subprocess.PIPE, pass_fds=(write_end,), cwd=root)
         os.close(write_end)
-        hello = encode({"nonce": "hello"})  # the worker's first message: it answers when ready
-        warm = encode({"source": _WARM, "name": "warm", "args": [], "kwargs": {}, "nonce": "warm"})
-        request = encode({"source": source, "name": name, "args": list(args),
-                          "kwargs": {**kwargs, MEMORY_KEY: float(memory_mb)}, "nonce": "in-process"})
+        hello = encode({"nonce": "hello", "memory_mb": float(memory_mb)})  # limited before the code is imported
+        request = encode({"source": source, "name": name, "args": list(args), "kwargs": kwargs,
+                          "nonce": "in-process", "last": True})
         try:
-            for message in (hello, warm, request):
+            for message in (hello, request):
                 process.stdin.write(struct.pack("<Q", len(message)) + message)
             process.stdin.close()
             with os.fdopen(read_end, "rb") as answers:
                 read_message(answers)  # ready
-                read_message(answers)  # warm
                 answer = read_message(answers)
         finally:
             process.kill()

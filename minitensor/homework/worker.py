@@ -34,6 +34,7 @@ import numpy as np  # noqa: E402
 
 MAX_MESSAGE = 64 * 2**20  # bytes: larger answers are refused before they are read
 MAX_ARRAYS = 10_000
+MAX_HEADER = 2**20  # bytes of JSON in one message: numbers and names; bulk data travels as arrays
 FORBIDDEN = ("torch",)
 CODE = "/nonexistent/"  # the copy's folder in the sandbox (set by main)
 
@@ -68,14 +69,20 @@ def _from_plain(skeleton, arrays):
     if kind == "v":
         if content is not None and type(content) not in (bool, int, float, str):
             raise ValueError("malformed message")
-        return content
+        return _printable(content) if type(content) is str else content
     if kind == "a":
         return arrays[content]
     if kind == "l":
         return [_from_plain(item, arrays) for item in content]
     if kind == "d":
-        return {str(key): _from_plain(item, arrays) for key, item in content.items()}
+        return {_printable(str(key)): _from_plain(item, arrays) for key, item in content.items()}
     raise ValueError(f"malformed message: unknown kind {kind!r}")
+
+
+def _printable(text):
+    """`text` with lone surrogates (JSON allows them, UTF-8 does not) replaced, so that no string
+    the worker sends can stop the grader when it is printed or written."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def encode(value):
@@ -102,8 +109,9 @@ def decode(data):
     its bytes are known to be there (a header that claims more is refused)."""
     view = memoryview(data)
     header_length, count = struct.unpack_from("<QI", view, 0)
-    if count > MAX_ARRAYS or 12 + header_length > len(view):
-        raise ValueError("malformed message: its header claims more than it holds")
+    if count > MAX_ARRAYS or header_length > MAX_HEADER or 12 + header_length > len(view):
+        raise ValueError(f"malformed message: a header of {header_length} bytes and {count} arrays (at most "
+                         f"{MAX_HEADER} and {MAX_ARRAYS}; send large data as arrays)")
     offset = 12
     skeleton = json.loads(bytes(view[offset : offset + header_length]))
     offset += header_length
@@ -219,6 +227,8 @@ def main(argv):
     hello = read_message(requests)  # the grader's first message: a nonce to answer when ready
     if hello is None:
         return 0
+    if hello.get("memory_mb") is not None:  # before any student code runs, so none can undo it
+        _limit_memory(float(hello["memory_mb"]))
     try:
         import minitensor  # noqa: F401  (its import is start-up, not the test's time; an error recurs in the probe)
     except BaseException:
@@ -230,24 +240,41 @@ def main(argv):
             return 0
         namespace = {"__name__": "probe", "load_demo": load_demo}
         nonce = request["nonce"]  # the grader takes only the answer that carries it
-        memory_mb = request["kwargs"].pop("__memory_mb__", None)  # student.call_within: this call may grow
-        try:  # by memory_mb MiB at most (RLIMIT_AS at VmSize + that), and is this worker's last
-            if memory_mb is not None:
-                import resource
-
-                status = pathlib.Path("/proc/self/status").read_text()
-                size = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmSize:")))
-                hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-                limit = size * 1024 + int(float(memory_mb) * 2**20)
-                limit = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
-                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        spent = bool(request.pop("last", False))  # a call under a memory limit: this worker's last
+        try:
             exec(compile(request["source"], f"<probe {request['name']}>", "exec"), namespace)
             data = encode({"nonce": nonce, "value": namespace[request["name"]](*request["args"], **request["kwargs"])})
         except BaseException as error:  # SystemExit and KeyboardInterrupt too: each is one test's failure
             data = encode({"nonce": nonce, "error": _describe(error)})
         _send(answers, data)
-        if memory_mb is not None:
-            return 0  # spent: a lowered limit cannot be raised again; the grader starts a new worker
+        if spent:
+            return 0
+
+
+IMPORT_ALLOWANCE_MB = 16  # what importing the copy's packages adds once NumPy and SciPy are in
+
+
+def _limit_memory(megabytes):
+    """Let this process (and what it starts) grow by `megabytes` MiB at most beyond NumPy, SciPy,
+    a warmed-up BLAS and the copy's import: RLIMIT_AS, soft and hard, set here before the copy is
+    imported (a lowered hard limit cannot be raised again without privilege)."""
+    import resource
+
+    import numpy
+
+    try:
+        import scipy.special  # noqa: F401  (what minitensor imports: its address space counts as the baseline)
+        import threadpoolctl  # noqa: F401
+    except ImportError:
+        pass
+    square = numpy.ones((512, 512))
+    square @ square  # BLAS sets up its threads' buffers now, not under the limit
+    status = pathlib.Path("/proc/self/status").read_text()
+    size = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmSize:"))) * 1024
+    limit = size + int((IMPORT_ALLOWANCE_MB + megabytes) * 2**20)
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    limit = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 def _answer(stream, value):

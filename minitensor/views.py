@@ -227,9 +227,10 @@ def apply_inplace(tensor, function, symbol, other=None, **options):
     if view is not None and view.made_without_grad and is_grad_enabled():
         if records or view.base._requires_grad:
             _refuse_view_made_without_grad(tensor, symbol)
+    old_node = tensor.grad_fn
     if records:
         _check_can_record_inplace(tensor, symbol)
-        before = from_op(tensor.data.copy(), tensor.grad_fn)
+        before = from_op(tensor.data.copy(), _without_tensor_hooks(tensor, old_node))
         before._requires_grad = tensor._requires_grad
     else:
         before = from_op(tensor.data, None)
@@ -255,7 +256,26 @@ def apply_inplace(tensor, function, symbol, other=None, **options):
     elif records:
         tensor.grad_fn = result.grad_fn
         tensor._requires_grad = True
+    if records and old_node is not None and old_node._retained is not None:
+        # retain_grad() follows the tensor to its new value, as in PyTorch: .grad is the
+        # gradient of what the tensor holds at backward, not of the value it held before
+        tensor.grad_fn._retained, old_node._retained = old_node._retained, None
     return tensor
+
+
+def _without_tensor_hooks(tensor, node):
+    """The node the op's input (the view's old values) hangs from. For a view with hooks or
+    retain_grad on its node, a fresh node re-made from the base's history: PyTorch's CopySlices
+    leaves the view's old node out of the graph, so its hooks never run (here they would, with
+    a gradient that could change the base's)."""
+    view = tensor._view
+    if view is None or node is None or not (node._hooks or node._retained is not None):
+        return node
+    with autograd.enable_grad():
+        remade = view.base
+        for function, options in view.steps:
+            remade = function.apply(remade, **options)
+    return remade._grad_fn
 
 
 def set_items(tensor, index, values, values_require_grad):

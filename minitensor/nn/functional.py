@@ -4,13 +4,15 @@ import numpy as np
 
 from .. import ops
 from ..backends.numpy_backend import default_scale
-from ..ops.axes import check_mask, mask_array
+from ..ops.axes import axis_or_dim, check_mask, mask_array
 from ..random import generator
 from ..tensor import Tensor
 
 
 def linear(x, weight, bias=None):
     """y = x W^T + b, with W of shape (out_features, in_features), as torch's Linear."""
+    if not isinstance(weight, Tensor):
+        raise TypeError(f"linear: weight must be a Tensor of shape (out_features, {x.shape[-1]}), got {weight!r:.40}")
     y = x @ weight.T
     return y if bias is None else y + bias
 
@@ -28,12 +30,13 @@ def silu(x):
     return ops.SiLU.apply(x)
 
 
-def softmax(x, axis=-1):
-    return ops.Softmax.apply(x, axis=axis)
+def softmax(x, axis=-1, *, dim=None):
+    """Softmax along axis; dim= is axis= (PyTorch's name)."""
+    return ops.Softmax.apply(x, axis=axis_or_dim(axis, dim, "softmax", -1))
 
 
-def log_softmax(x, axis=-1):
-    return ops.LogSoftmax.apply(x, axis=axis)
+def log_softmax(x, axis=-1, *, dim=None):
+    return ops.LogSoftmax.apply(x, axis=axis_or_dim(axis, dim, "log_softmax", -1))
 
 
 def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, *, mask=None):

@@ -55,6 +55,8 @@ def attention(q, k, v, mask=None, scale=None, is_causal=False):
     """Returns (out, (row_max, row_sum)), as the reference does."""
     scale = default_scale(q.shape[-1]) if scale is None else scale
     batch, q3, k3, v3, hidden, bias = layout.heads(q, k, v, mask)
+    q3 = layout.read_only(q3 * q3.dtype.type(scale))  # scaled before q k^T, as PyTorch: no overflow past it
+    scale = 1.0
     out = np.empty(q3.shape[:2] + (v3.shape[-1],), dtype=q3.dtype)
     row_max = np.empty(q3.shape[:2], dtype=q3.dtype)
     row_sum = np.empty(q3.shape[:2], dtype=q3.dtype)
@@ -71,6 +73,8 @@ def attention(q, k, v, mask=None, scale=None, is_causal=False):
 def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None, is_causal=False):
     scale = default_scale(q.shape[-1]) if scale is None else scale
     batch, q3, k3, v3, hidden, bias = layout.heads(q, k, v, mask)
+    q3 = layout.read_only(q3 * q3.dtype.type(scale))  # as forward: the kernels see scores (scale q) k^T,
+    # so their dK = dS^T (scale q) is already scaled, and dQ = dS K gets the scale below
     out3 = layout.as_input(out, q3.shape[:2] + (v3.shape[-1],), q3.dtype)
     row_max, row_sum = (layout.as_input(s, q3.shape[:2], q3.dtype) for s in softmax_stats)
     dout3 = layout.as_input(dout, out3.shape, q3.dtype)
@@ -78,11 +82,12 @@ def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None,
     causal_offset = k.shape[-2] - q.shape[-2]
     if _is_short(q3, k3, v3):
         attention_short.backward(q3, k3, v3, out3, row_max, row_sum, dout3, hidden, bias, bool(is_causal),
-                                 causal_offset, scale, SHORT_QUERY_BLOCK, dq, dk, dv)
+                                 causal_offset, 1.0, SHORT_QUERY_BLOCK, dq, dk, dv)
     else:
         attention_tiled.backward(
-            q3, k3, v3, out3, row_max, row_sum, dout3, hidden, bias, bool(is_causal), causal_offset, scale, dq, dk, dv
+            q3, k3, v3, out3, row_max, row_sum, dout3, hidden, bias, bool(is_causal), causal_offset, 1.0, dq, dk, dv
         )
+    dq *= scale
     return (dq.reshape(batch + dq.shape[1:]), dk.reshape(batch + dk.shape[1:]), dv.reshape(batch + dv.shape[1:]))
 # END SOLUTION
 

@@ -158,8 +158,9 @@ def dropout(x, p=0.5, training=True):
     return x * Tensor(scale)
 
 
-def embedding(indices, weight):
-    """Rows of weight (num_embeddings, dim) picked by integer indices of any shape."""
+def embedding(indices, weight, padding_idx=None):
+    """Rows of weight (num_embeddings, dim) picked by integer indices of any shape. Where an index
+    is padding_idx (negative counts from the end), the row is returned but gets no gradient, as torch's."""
     indices = indices.data if isinstance(indices, Tensor) else np.asarray(indices)
     if indices.dtype.kind not in "iu":
         raise TypeError(f"embedding: indices must be integers, got dtype {indices.dtype}")
@@ -170,4 +171,10 @@ def embedding(indices, weight):
             f"embedding: index {bad} is out of range for an embedding of {vocabulary} rows "
             f"(valid indices are 0..{vocabulary - 1})"
         )
-    return weight[indices]
+    rows = weight[indices]
+    if padding_idx is None:
+        return rows
+    if not -vocabulary <= padding_idx < vocabulary:
+        raise ValueError(f"embedding: padding_idx {padding_idx} is out of range for {vocabulary} rows")
+    padded = (indices == padding_idx % vocabulary)[..., None]
+    return ops.Where.apply(rows.detach(), rows, condition=padded) if padded.any() else rows

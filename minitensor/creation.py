@@ -22,11 +22,11 @@ def _float_dtype(dtype):
 
 
 def zeros(*shape, dtype=None, requires_grad=False):
-    return Tensor(np.zeros(shape_arg(shape), dtype=_float_dtype(dtype)), requires_grad=requires_grad)
+    return Tensor(np.zeros(shape_arg(shape, "zeros"), dtype=_float_dtype(dtype)), requires_grad=requires_grad)
 
 
 def ones(*shape, dtype=None, requires_grad=False):
-    return Tensor(np.ones(shape_arg(shape), dtype=_float_dtype(dtype)), requires_grad=requires_grad)
+    return Tensor(np.ones(shape_arg(shape, "ones"), dtype=_float_dtype(dtype)), requires_grad=requires_grad)
 
 
 def full(shape, fill_value, dtype=None, requires_grad=False):
@@ -64,11 +64,11 @@ def arange(start, stop=None, step=1, dtype=None, requires_grad=False):
 
 def randn(*shape, dtype=None, requires_grad=False):
     """Standard normal samples, from the generator mt.manual_seed seeds."""
-    values = generator().standard_normal(shape_arg(shape))
+    values = generator().standard_normal(shape_arg(shape, "randn"))
     return Tensor(values.astype(_float_dtype(dtype)), requires_grad=requires_grad)
 
 
 def rand(*shape, dtype=None, requires_grad=False):
     """Uniform samples in [0, 1), from the generator mt.manual_seed seeds."""
-    values = generator().random(shape_arg(shape))
+    values = generator().random(shape_arg(shape, "rand"))
     return Tensor(values.astype(_float_dtype(dtype)), requires_grad=requires_grad)

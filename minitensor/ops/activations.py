@@ -42,7 +42,7 @@ class GELU(Function):
             raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
         ctx.save_for_backward(x)
         ctx.approximate = approximate
-        return backends.active().gelu(x, approximate)
+        return backends.active().gelu(x, approximate).astype(x.dtype, copy=False)  # float16 in, float16 out
 
     @staticmethod
     def backward(ctx, grad):

@@ -518,7 +518,7 @@ class Tensor:
 
     def permute(self, *axes):
         """Reorder the axes: permute(0, 2, 1) or permute((0, 2, 1)), as np.transpose(x, axes)."""
-        axes = shape_arg(axes)
+        axes = shape_arg(axes, "permute")
         axes = tuple(a % self.ndim if self.ndim else a for a in axes)
         return ops.Transpose.apply(self, axes=axes)
 
@@ -545,7 +545,7 @@ class Tensor:
 
     def expand(self, *shape):
         """Broadcast to a larger shape without copying; -1 keeps an axis's size (as torch.expand)."""
-        shape = shape_arg(shape)
+        shape = shape_arg(shape, "expand")
         offset = len(shape) - self.ndim
         shape = tuple(self.shape[i - offset] if n == -1 and i >= offset else n for i, n in enumerate(shape))
         return ops.Expand.apply(self, shape=shape)

@@ -62,7 +62,8 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
     if is_causal:
         hidden = causal_mask(q.shape[-2], k.shape[-2])
     scale = F.attention_scale(q.shape[-1]) if scale is None else scale  # 1 / sqrt(d_k)
-    scores = (q @ k.swapaxes(-1, -2)) * scale  # (..., Tq, d_k) @ (..., d_k, Tk) -> (..., Tq, Tk)
+    scores = (q * scale) @ k.swapaxes(-1, -2)  # (..., Tq, d_k) @ (..., d_k, Tk) -> (..., Tq, Tk); scaled first,
+    # as the fused kernels and PyTorch: in float32, q k^T past 3.4e38 would overflow before the scale
     mask = F.attention_mask(mask, scores_shape, "scaled_dot_product_attention", scores.dtype)
     if mask is not None and mask.dtype == np.bool_:
         hidden = hidden | mask

@@ -99,14 +99,15 @@ def check_mask(mask, shape, op, scores_dtype=None):
 
 
 def shape_arg(shape, op="shape"):
-    """Accept f(2, 3) and f((2, 3)) alike, as PyTorch does; every entry an int."""
+    """Accept f(2, 3) and f((2, 3)) alike, as PyTorch does; every entry an int, and a size (permute's
+    entries are axes, which may be negative)."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
     for n in shape:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
             raise TypeError(f"{op}: a shape holds ints, got {tuple(shape)!r} ({n!r} is a {type(n).__name__})")
-        if n < -1 or (n == -1 and op not in ("reshape", "view")):
-            raise ValueError(f"{op}: a shape holds sizes >= 0 (reshape and view take one -1), got {tuple(shape)!r}")
+        if op != "permute" and (n < -1 or (n == -1 and op not in ("reshape", "view", "expand"))):
+            raise ValueError(f"{op}: a shape holds sizes >= 0 (reshape, view and expand take -1), got {tuple(shape)!r}")
     return tuple(int(n) for n in shape)
 
 

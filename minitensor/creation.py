@@ -30,7 +30,9 @@ def ones(*shape, dtype=None, requires_grad=False):
 
 
 def full(shape, fill_value, dtype=None, requires_grad=False):
-    shape = shape_arg((shape,) if isinstance(shape, int) else tuple(shape), "full")
+    if not isinstance(shape, (int, np.integer, tuple, list)):
+        raise TypeError(f"full: the shape must be an int or a tuple of ints, got {shape!r:.40}")
+    shape = shape_arg((shape,) if isinstance(shape, (int, np.integer)) else tuple(shape), "full")
     if not isinstance(fill_value, (bool, int, float, complex, np.generic)):
         raise TypeError(f"full{shape}: fill_value must be a number, got {fill_value!r} (np.full would fill NaN)")
     if dtype is None and isinstance(fill_value, (bool, int)) and not isinstance(fill_value, float):

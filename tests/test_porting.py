@@ -415,3 +415,34 @@ def test_clip_grad_norm_type_as_pytorch(norm_type):
     assert total == pytest.approx(ttotal.item(), rel=1e-12)
     for p, t in zip(ours, theirs):
         np.testing.assert_allclose(p.grad, t.grad.numpy(), rtol=1e-12)
+
+
+# -- a small fuzzer of malformed calls: each raises a TypeError or ValueError naming the op, or works --
+
+MALFORMED = {"None": None, "a string": "a", "a float": 2.5, "a misshapen tensor": mt.tensor(np.ones((4, 5))),
+             "a ragged list": [[1.0, 2.0], [3.0]], "a negative int": -7}
+CALLS = {
+    "add": lambda x, a: x + a, "matmul": lambda x, a: x @ a, "cat": lambda x, a: mt.cat([x, a]),
+    "stack": lambda x, a: mt.stack([x, a]), "where": lambda x, a: mt.where(x.data > 0, x, a),
+    "reshape": lambda x, a: x.reshape(a), "view": lambda x, a: x.view(a), "softmax": lambda x, a: x.softmax(a),
+    "sum": lambda x, a: x.sum(a), "linear": lambda x, a: F.linear(x, a),
+    "layer_norm": lambda x, a: F.layer_norm(x, (3,), a), "attention": lambda x, a: F.scaled_dot_product_attention(x, x, a),
+    "masked_fill": lambda x, a: x.masked_fill(a, 0.0), "split": lambda x, a: x.split(a), "chunk": lambda x, a: x.chunk(a),
+    "zeros": lambda x, a: mt.zeros(a), "full": lambda x, a: mt.full(a, 0.0), "arange": lambda x, a: mt.arange(0, 1, a),
+    "tensor": lambda x, a: mt.tensor(a), "expand": lambda x, a: x.expand(a), "permute": lambda x, a: x.permute(a),
+    "register_hook": lambda x, a: x.register_hook(a), "clip": lambda x, a: x.clip(a),
+}
+
+
+@pytest.mark.parametrize("call", sorted(CALLS))
+def test_malformed_calls_raise_a_clear_error_before_anything_changes(call):
+    """No AttributeError, ZeroDivisionError or KeyError from inside, and x untouched."""
+    for name, argument in MALFORMED.items():
+        x = mt.tensor(np.ones((2, 3)), requires_grad=True)
+        try:
+            CALLS[call](x, argument)
+        except (TypeError, ValueError, IndexError, RuntimeError) as error:
+            assert x._version == 0 and x.grad is None, (call, name)
+            assert not str(error).startswith("'"), f"{call} with {name}: {error!r} (Python's generic message)"
+        except Exception as error:  # noqa: BLE001
+            pytest.fail(f"{call} with {name}: {error!r}")

@@ -26,6 +26,9 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
     """The fused layer norm (the backend's kernel, with LayerNormFunction's backward).
     Either of weight and bias may be None, as in torch.nn.functional.layer_norm: a missing
     weight is a gain of 1, a missing bias a bias of 0 (constants, with no gradient)."""
+    for role, value in (("weight", weight), ("bias", bias)):
+        if value is not None and not isinstance(value, Tensor):
+            raise TypeError(f"layer_norm: {role} must be a Tensor of shape ({x.shape[-1]},) or None, got {value!r:.40}")
     if weight is None and bias is None:
         return LayerNormFunction.apply(x, eps=eps)
     if weight is None:

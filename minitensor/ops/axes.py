@@ -74,6 +74,8 @@ def check_mask(mask, shape, op, scores_dtype=None):
     - Its shape broadcasts to `shape` without growing it (a 0-d mask, a (T, 1) mask, ...).
     - It may be an array, nested lists or a Tensor (mask_array).
     """
+    if mask is None:
+        raise TypeError(f"{op}: the mask is None; give a boolean mask (True hides) of a shape that broadcasts to {shape}")
     mask = mask_array(mask)
     is_float = np.issubdtype(mask.dtype, np.floating)
     if mask.dtype != np.bool_ and not (is_float and scores_dtype is not None):
@@ -124,7 +126,9 @@ def split_slices(shape, axis, sizes):
     """The slices torch.split(x, sizes, axis) cuts: an int is each piece's size (the last may be
     smaller), a list the sizes, which must add up to the axis's length."""
     length = shape[axis]
-    if isinstance(sizes, (int, np.integer)) and not isinstance(sizes, bool):
+    if isinstance(sizes, bool) or not isinstance(sizes, (int, np.integer, list, tuple)):
+        raise TypeError(f"split: split_size_or_sections must be an int or a list of ints, got {sizes!r:.40}")
+    if isinstance(sizes, (int, np.integer)):
         if sizes <= 0:
             raise ValueError(f"split: the piece size must be positive, got {sizes} (shape {tuple(shape)})")
         sizes = [min(sizes, length - start) for start in range(0, length, sizes)] or [0]

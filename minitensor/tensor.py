@@ -294,7 +294,7 @@ class Tensor:
         if isinstance(other, Tensor):
             return other
         if other is None:
-            raise TypeError(f"an operand is None, not a number or a tensor (the other is a tensor of shape {self.shape})")
+            raise TypeError(f"an operand is None, not a number or a tensor (the other has shape {self.shape})")
         if isinstance(other, (bool, int, float)) and not isinstance(other, np.generic):
             dtype = self.dtype if self.dtype.kind in "fc" else np.result_type(self.dtype, other)
             return Tensor._from_op(np.array(other, dtype=dtype), None)

@@ -7,6 +7,8 @@ from ..backends.numpy_backend import default_scale
 from ..ops.axes import axis_or_dim, check_mask, mask_array
 from ..random import generator
 from ..tensor import Tensor
+from .normalization import last_axis_size
+from .normalization import layer_norm as fused_layer_norm
 
 
 def linear(x, weight, bias=None):
@@ -42,11 +44,10 @@ def log_softmax(x, axis=-1, *, dim=None):
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     """torch.nn.functional.layer_norm over the last axis (normalized_shape must be its size):
     the fused op mt.nn.LayerNorm and the models use (nn/normalization.py)."""
-    from .normalization import last_axis_size
-    from .normalization import layer_norm as fused_layer_norm
-
     if x.ndim == 0 or last_axis_size(normalized_shape, "layer_norm") != x.shape[-1]:
-        raise ValueError(f"layer_norm: normalized_shape {normalized_shape!r} is not the last axis of the input {x.shape}")
+        raise ValueError(
+            f"layer_norm: normalized_shape {normalized_shape!r} is not the last axis of the input {x.shape}"
+        )
     return fused_layer_norm(x, weight, bias, eps)
 
 

@@ -75,7 +75,8 @@ def check_mask(mask, shape, op, scores_dtype=None):
     - It may be an array, nested lists or a Tensor (mask_array).
     """
     if mask is None:
-        raise TypeError(f"{op}: the mask is None; give a boolean mask (True hides) of a shape that broadcasts to {shape}")
+        raise TypeError(f"{op}: the mask is None; give a boolean mask (True hides) of a shape that broadcasts "
+                        f"to {shape}")
     mask = mask_array(mask)
     is_float = np.issubdtype(mask.dtype, np.floating)
     if mask.dtype != np.bool_ and not (is_float and scores_dtype is not None):

@@ -14,7 +14,8 @@ from .creation import arange, eye, full, ones, ones_like, rand, randn, tensor, z
 from .gradcheck import GradcheckError, gradcheck
 from .nn import functional as F
 from .random import manual_seed
-from .tensor import Tensor, cat, get_default_dtype, maximum, set_default_dtype, stack, where
+from .joining import cat, maximum, stack, where
+from .tensor import Tensor, get_default_dtype, set_default_dtype
 
 __all__ = [
     "Tensor", "tensor", "zeros", "ones", "randn", "rand", "arange", "eye", "full", "zeros_like",

@@ -388,7 +388,10 @@ def _first_gradient(root, grad):
         if root.data.size != 1:
             raise errors.not_a_scalar(root)
         return np.ones_like(root.data)
-    grad = np.asarray(grad.data if isinstance(grad, _Tensor) else grad, dtype=root.data.dtype)
+    grad = np.asarray(grad.data if isinstance(grad, _Tensor) else grad)
+    if grad.dtype.kind == "c" and root.data.dtype.kind != "c":
+        raise errors.complex_first_gradient(grad, root)
+    grad = grad.astype(root.data.dtype, copy=False)
     if grad.shape != root.shape:
         raise errors.wrong_first_gradient(grad, root)
     return grad
@@ -409,7 +412,7 @@ def _tensor_hooks(node, grad):
     if node._retained is not None:
         tensor = node._retained()
         if tensor is not None:
-            tensor.grad = grad.copy() if tensor.grad is None else tensor.grad + grad
+            tensor.grad = _as_array(grad.copy() if tensor.grad is None else tensor.grad + grad)
     return grad
 
 
@@ -453,4 +456,10 @@ def _accumulate_leaf(leaf, grad):
     grad = _run_hooks(leaf._hooks, grad)
     # A copy on first store: the same array may reach two leaves (Add returns grad twice),
     # and an optimizer that updates one leaf's .grad in place must not touch the other.
-    leaf.grad = grad.copy() if leaf.grad is None else leaf.grad + grad
+    leaf.grad = _as_array(grad.copy() if leaf.grad is None else leaf.grad + grad)
+
+
+def _as_array(grad):
+    """NumPy gives a scalar (np.float64) for arithmetic on 0-d arrays; a .grad stays an array, so
+    that in-place updates of it (clip_grad_norm_, optimizers) reach it, as for any other shape."""
+    return np.asarray(grad) if isinstance(grad, np.generic) else grad

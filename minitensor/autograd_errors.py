@@ -67,6 +67,14 @@ def wrong_first_gradient(grad, root):
     return ValueError(f"backward(grad): grad has shape {grad.shape} but the tensor has shape {root.shape}")
 
 
+def complex_first_gradient(grad, root):
+    return TypeError(
+        f"backward(): the gradient given is complex ({grad.dtype}, shape {grad.shape}) for a real tensor of "
+        f"dtype {root.dtype}; its imaginary part would be dropped silently. minitensor differentiates real "
+        f"functions only: pass the real part (grad.real), or backward the real and imaginary parts separately."
+    )
+
+
 def wrong_gradient_count(node, grad_inputs):
     return RuntimeError(
         f"{node.name}.backward returned {len(grad_inputs)} gradient(s) for "

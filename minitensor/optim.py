@@ -186,12 +186,13 @@ class SGD(Optimizer):
 class Adam(Optimizer):
     """m = b1 m + (1 - b1) g,  v = b2 v + (1 - b2) g**2,
     p -= lr * (m / (1 - b1**t)) / (sqrt(v / (1 - b2**t)) + eps).
-    weight_decay adds weight_decay * p to g (L2, coupled: Adam's original form)."""
+    weight_decay adds weight_decay * p to g (L2, coupled: Adam's original form). amsgrad=True
+    divides by the largest v so far instead of v (Reddi et al., 2018), as torch's amsgrad."""
 
     decoupled = False
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=bool(amsgrad)))
 
     def update(self, p, grad, group, state):
         beta1, beta2 = group["betas"]
@@ -207,7 +208,9 @@ class Adam(Optimizer):
         state["m"] = beta1 * state["m"] + (1 - beta1) * grad
         state["v"] = beta2 * state["v"] + (1 - beta2) * grad * grad
         m_hat = state["m"] / (1 - beta1**t)
-        v_hat = state["v"] / (1 - beta2**t)
+        if group.get("amsgrad"):
+            state["v_max"] = np.maximum(state.get("v_max", state["v"]), state["v"])
+        v_hat = state["v_max" if group.get("amsgrad") else "v"] / (1 - beta2**t)
         p.data -= (group["lr"] * m_hat / (np.sqrt(v_hat) + group["eps"])).astype(p.dtype, copy=False)
 
 
@@ -216,8 +219,8 @@ class AdamW(Adam):
 
     decoupled = True
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)
 
 
 def decay_groups(model, weight_decay):
@@ -228,9 +231,10 @@ def decay_groups(model, weight_decay):
     return [{"params": matrices, "weight_decay": weight_decay}, {"params": vectors, "weight_decay": 0.0}]
 
 
-def clip_grad_norm_(parameters, max_norm, error_if_nonfinite=False):
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
     """Scale every gradient by min(1, max_norm / total norm); return the total norm (before).
-    `parameters` is an iterable of Tensors or one Tensor, as in torch.nn.utils.
+    `parameters` is an iterable of Tensors or one Tensor, as in torch.nn.utils; norm_type is the
+    p of the p-norm over all the gradients together (2, 1, float("inf"), ...), as torch's.
 
     A NaN or infinite total norm is not hidden, as in PyTorch: the scale max_norm / total is
     then NaN (every gradient becomes NaN) or 0 (a finite gradient becomes 0, an infinite one
@@ -240,7 +244,7 @@ def clip_grad_norm_(parameters, max_norm, error_if_nonfinite=False):
     parameters = [parameters] if isinstance(parameters, Tensor) else parameters  # not its rows
     parameters = list(parameters)
     grads = [p.grad for p in parameters if p.grad is not None]
-    total = math.sqrt(sum(float(np.sum(g.astype(np.float64) ** 2)) for g in grads))
+    total = _total_norm(grads, norm_type)
     if error_if_nonfinite and not math.isfinite(total):
         shapes = [tuple(p.grad.shape) for p in parameters if p.grad is not None and not np.isfinite(p.grad).all()]
         raise RuntimeError(
@@ -254,6 +258,18 @@ def clip_grad_norm_(parameters, max_norm, error_if_nonfinite=False):
             for g in grads:
                 g *= scale
     return total
+
+
+def _total_norm(grads, norm_type):
+    """The norm_type-norm of every gradient's elements together, in float64."""
+    if isinstance(norm_type, bool) or not isinstance(norm_type, (int, float)) or not norm_type > 0:
+        raise ValueError(f"clip_grad_norm_: norm_type must be a positive number or inf, got {norm_type!r}")
+    if not grads:
+        return 0.0
+    absolute = [np.abs(g.astype(np.float64)) for g in grads]
+    if norm_type == math.inf:
+        return max(float(a.max(initial=0.0)) for a in absolute)
+    return float(sum(float(np.sum(a**norm_type)) for a in absolute) ** (1.0 / norm_type))
 
 
 # ----------------------------------------------------------------------------

@@ -11,10 +11,8 @@ import numpy as np
 
 from . import autograd, ops, views
 from .dtypes import DEVICES, check_can_require_grad, get_default_dtype, set_default_dtype  # noqa: F401 (re-exported)
-from .ops.axes import check_mask, mask_array, normalize_axes, normalize_axis
-
-# set_default_dtype and get_default_dtype live in dtypes.py; they are imported here for the
-# modules that take them from tensor.py.
+from .ops.axes import axis_or_dim, check_mask, mask_array, normalize_axes, normalize_axis
+from .ops.axes import reshapes_in_place, shape_arg, split_slices
 
 
 def _as_array(data, dtype=None):
@@ -28,7 +26,15 @@ def _as_array(data, dtype=None):
         return np.array(data)
     if isinstance(data, (list, tuple)):
         _refuse_tensors_in_graph(data)
-    array = np.array(data)
+    try:
+        array = np.array(data)
+    except ValueError as error:  # a ragged list: NumPy's message names no op
+        raise ValueError(f"tensor(): the nested lists are ragged (rows of different lengths): {error}") from None
+    if array.dtype.kind not in "biufc":
+        raise TypeError(
+            f"tensor(): {type(data).__name__} {data!r:.60} gives a NumPy array of dtype {array.dtype}, not "
+            f"numbers; a tensor holds booleans, integers or floats (as torch.tensor, which refuses it too)"
+        )
     if array.dtype.kind == "f":
         array = array.astype(get_default_dtype())
     return array
@@ -261,6 +267,8 @@ class Tensor:
 
     def register_hook(self, hook):
         """Call hook(grad) when this tensor's gradient is computed; a returned array replaces grad."""
+        if not callable(hook):
+            raise TypeError(f"register_hook(): the hook must be callable (hook(grad)), got {type(hook).__name__}")
         if not self.requires_grad:
             raise RuntimeError("register_hook(): this tensor does not require grad, so no gradient will reach it")
         owner = self if self.grad_fn is None else self.grad_fn
@@ -285,6 +293,8 @@ class Tensor:
         """A Python number or an array as a Tensor; a Python float takes self's float dtype."""
         if isinstance(other, Tensor):
             return other
+        if other is None:
+            raise TypeError(f"an operand is None, not a number or a tensor (the other has shape {self.shape})")
         if isinstance(other, (bool, int, float)) and not isinstance(other, np.generic):
             dtype = self.dtype if self.dtype.kind in "fc" else np.result_type(self.dtype, other)
             return Tensor._from_op(np.array(other, dtype=dtype), None)
@@ -421,44 +431,94 @@ class Tensor:
         mask = check_mask(mask, self.shape, "masked_fill")
         return ops.MaskedFill.apply(self, self._coerce(value), mask=mask)
 
-    def softmax(self, axis=-1, mask=None):
-        """Softmax along axis; entries where the boolean mask is True get weight 0."""
+    def softmax(self, axis=-1, mask=None, *, dim=None):
+        """Softmax along axis (dim= is axis=); entries where the boolean mask is True get weight 0."""
         mask = mask_array(mask)  # Softmax checks it
-        return ops.Softmax.apply(self, axis=axis, mask=mask)
+        return ops.Softmax.apply(self, axis=axis_or_dim(axis, dim, "softmax", -1), mask=mask)
 
-    def log_softmax(self, axis=-1):
-        return ops.LogSoftmax.apply(self, axis=axis)
+    def log_softmax(self, axis=-1, *, dim=None):
+        return ops.LogSoftmax.apply(self, axis=axis_or_dim(axis, dim, "log_softmax", -1))
 
     # -- reductions -----------------------------------------------------------
 
-    def sum(self, axis=None, keepdims=False):
+    def sum(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
+        axis, keepdims = axis_or_dim(axis, dim, "sum"), keepdims if keepdim is None else keepdim
         return ops.Sum.apply(self, axis=axis, keepdims=keepdims)
 
-    def mean(self, axis=None, keepdims=False):
+    def mean(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
+        axis, keepdims = axis_or_dim(axis, dim, "mean"), keepdims if keepdim is None else keepdim
         return ops.Mean.apply(self, axis=axis, keepdims=keepdims)
 
-    def var(self, axis=None, keepdims=False, ddof=0):
+    def var(self, axis=None, keepdims=False, ddof=0, *, dim=None, keepdim=None):
         """Variance with NumPy's default ddof=0 (biased); torch.var defaults to ddof=1."""
+        axis, keepdims = axis_or_dim(axis, dim, "var"), keepdims if keepdim is None else keepdim
         return ops.Var.apply(self, axis=axis, keepdims=keepdims, ddof=ddof)
 
-    def max(self, axis=None, keepdims=False):
+    def max(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
         """The maximum (values only, as np.max); tied maxima share the gradient equally."""
+        axis, keepdims = axis_or_dim(axis, dim, "max"), keepdims if keepdim is None else keepdim
         return ops.Max.apply(self, axis=axis, keepdims=keepdims)
 
-    def min(self, axis=None, keepdims=False):
+    def min(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
+        axis, keepdims = axis_or_dim(axis, dim, "min"), keepdims if keepdim is None else keepdim
         return ops.Min.apply(self, axis=axis, keepdims=keepdims)
+
+    def argmax(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
+        """Index of the maximum (np.argmax, torch.argmax; dim= is axis=): an int64 tensor, no gradient."""
+        return self._arg(np.argmax, "argmax", axis_or_dim(axis, dim, "argmax"), keepdim or keepdims)
+
+    def argmin(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
+        """Index of the minimum (np.argmin, torch.argmin; dim= is axis=): an int64 tensor, no gradient."""
+        return self._arg(np.argmin, "argmin", axis_or_dim(axis, dim, "argmin"), keepdim or keepdims)
+
+    def _arg(self, find, op, axis, keepdims):
+        if axis is not None:
+            axis = normalize_axis(axis, self.ndim, op, self.shape)
+        elif keepdims:  # torch: keepdim without dim keeps every axis, at size 1
+            return Tensor(find(self.data).reshape((1,) * self.ndim).astype(np.int64))
+        return Tensor(np.asarray(find(self.data, axis=axis, keepdims=keepdims), dtype=np.int64))
 
     # -- shape ----------------------------------------------------------------
 
     def reshape(self, *shape):
-        """reshape(2, 3) or reshape((2, 3)); one entry may be -1."""
-        return ops.Reshape.apply(self, shape=_shape_arg(shape))
+        """reshape(2, 3) or reshape((2, 3)); one entry may be -1. A view where the memory layout
+        allows it, else a copy (as np.reshape and torch.reshape)."""
+        return ops.Reshape.apply(self, shape=shape_arg(shape, "reshape"))
 
-    view = reshape
+    def view(self, *shape):
+        """reshape that never copies: refused, as torch.view refuses it, where the memory layout
+        (after a transpose, say) would need a copy, so an in-place change through it reaches self."""
+        shape = shape_arg(shape, "view")
+        if self.data.size and not reshapes_in_place(self.data, shape):
+            raise RuntimeError(
+                f"view{shape}: a tensor of shape {self.shape} with strides {self.data.strides} cannot be viewed "
+                f"in that shape without a copy (torch.view refuses it too); use .reshape(...), which copies "
+                f"where it must, or .contiguous().view(...)"
+            )
+        return ops.Reshape.apply(self, shape=shape)
+
+    def contiguous(self):
+        """self when its memory is in C order, else a C-ordered copy in the graph (as torch's)."""
+        return self if self.data.flags.c_contiguous else ops.Clone.apply(self, order="C")
+
+    def split(self, split_size_or_sections, axis=0, *, dim=None):
+        """Pieces along axis (dim= is axis=), as torch.split: an int is each piece's size (the last
+        may be smaller), a list the sizes (they must add up to the axis). Each piece is a view."""
+        axis = normalize_axis(axis_or_dim(axis, dim, "split", 0), self.ndim, "split", self.shape)
+        lead = (slice(None),) * axis
+        return tuple(self[lead + (piece,)] for piece in split_slices(self.shape, axis, split_size_or_sections))
+
+    def chunk(self, chunks, axis=0, *, dim=None):
+        """`chunks` pieces of equal size along axis (the last may be smaller, and there may be fewer),
+        as torch.chunk; dim= is axis=."""
+        if not isinstance(chunks, (int, np.integer)) or chunks <= 0:
+            raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r} (shape {self.shape})")
+        axis = normalize_axis(axis_or_dim(axis, dim, "chunk", 0), self.ndim, "chunk", self.shape)
+        return self.split(max(-(-self.shape[axis] // chunks), 1), axis)
 
     def permute(self, *axes):
         """Reorder the axes: permute(0, 2, 1) or permute((0, 2, 1)), as np.transpose(x, axes)."""
-        axes = _shape_arg(axes)
+        axes = shape_arg(axes, "permute")
         axes = tuple(a % self.ndim if self.ndim else a for a in axes)
         return ops.Transpose.apply(self, axes=axes)
 
@@ -485,7 +545,7 @@ class Tensor:
 
     def expand(self, *shape):
         """Broadcast to a larger shape without copying; -1 keeps an axis's size (as torch.expand)."""
-        shape = _shape_arg(shape)
+        shape = shape_arg(shape, "expand")
         offset = len(shape) - self.ndim
         shape = tuple(self.shape[i - offset] if n == -1 and i >= offset else n for i, n in enumerate(shape))
         return ops.Expand.apply(self, shape=shape)
@@ -493,13 +553,15 @@ class Tensor:
     def broadcast_to(self, shape):
         return self.expand(shape)
 
-    def unsqueeze(self, axis):
-        """Insert a size-1 axis at `axis` (negative counts from the end of the new shape)."""
+    def unsqueeze(self, axis=None, *, dim=None):
+        """Insert a size-1 axis at `axis` (negative counts from the end of the new shape); dim= is axis=."""
+        axis = axis_or_dim(axis, dim, "unsqueeze")
         axis = normalize_axis(axis, self.ndim + 1, "unsqueeze", self.shape)
         return ops.Reshape.apply(self, shape=self.shape[:axis] + (1,) + self.shape[axis:])
 
-    def squeeze(self, axis=None):
-        """Drop size-1 axes: all of them, or the given one(s)."""
+    def squeeze(self, axis=None, *, dim=None):
+        """Drop size-1 axes: all of them, or the given one(s); dim= is axis=."""
+        axis = axis_or_dim(axis, dim, "squeeze")
         axes = normalize_axes(axis, self.ndim, "squeeze", self.shape)
         if axis is None:
             axes = tuple(a for a in axes if self.shape[a] == 1)
@@ -525,13 +587,6 @@ class Tensor:
 # ----------------------------------------------------------------------------
 
 
-def _shape_arg(shape):
-    """Accept f(2, 3) and f((2, 3)) alike, as PyTorch does."""
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        return tuple(shape[0])
-    return tuple(shape)
-
-
 def _index_arrays(index):
     """Tensors inside an index become their arrays (integer or boolean)."""
     if isinstance(index, Tensor):
@@ -543,52 +598,3 @@ def _index_arrays(index):
         # an empty list selects nothing: NumPy indexes with it as integers, np.asarray makes floats
         return array.astype(np.intp) if array.size == 0 else array
     return index
-
-
-# ----------------------------------------------------------------------------
-# Functions over several tensors
-# ----------------------------------------------------------------------------
-
-
-def cat(tensors, axis=0):
-    """Join tensors along an existing axis (np.concatenate, torch.cat)."""
-    return ops.Cat.apply(*[_as_tensor(t) for t in tensors], axis=axis)
-
-
-def stack(tensors, axis=0):
-    """Stack equal-shaped tensors along a new axis (np.stack, torch.stack)."""
-    return ops.Stack.apply(*[_as_tensor(t) for t in tensors], axis=axis)
-
-
-def where(condition, a, b):
-    """a where condition is True, b elsewhere (np.where); a and b may be numbers."""
-    condition = condition.data if isinstance(condition, Tensor) else np.asarray(condition)
-    if condition.dtype != np.bool_:
-        raise TypeError(f"where: the condition must be boolean, got dtype {condition.dtype}")
-    a, b = _as_pair(a, b)
-    try:
-        np.broadcast_shapes(condition.shape, a.shape, b.shape)
-    except ValueError:
-        raise ValueError(
-            f"where: condition {condition.shape}, a {a.shape} and b {b.shape} do not broadcast together"
-        ) from None
-    return ops.Where.apply(a, b, condition=condition)
-
-
-def maximum(a, b):
-    """Elementwise maximum (np.maximum); ties split the gradient in half."""
-    a, b = _as_pair(a, b)
-    return ops.Maximum.apply(a, b)
-
-
-def _as_tensor(x):
-    return x if isinstance(x, Tensor) else Tensor(x)
-
-
-def _as_pair(a, b):
-    """Two operands as Tensors; a Python number takes the other operand's dtype."""
-    if isinstance(a, Tensor):
-        return a, a._coerce(b)
-    if isinstance(b, Tensor):
-        return b._coerce(a), b
-    return Tensor(a), Tensor(b)

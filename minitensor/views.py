@@ -183,7 +183,11 @@ def refresh(tensor, op):
             f"(PyTorch refuses it too). Make the view and the change both inside or both "
             f"outside no_grad()."
         )
-    if view.base_grad_fn is not view.base._grad_fn:
+    old_node = tensor._grad_fn
+    with_hooks = old_node is not None and (old_node._hooks or old_node._retained is not None)
+    if view.base_grad_fn is not view.base._grad_fn or with_hooks:
+        # PyTorch re-makes a view's node whenever its memory changed: hooks registered on the old
+        # node stay there (they no longer run for later uses), retain_grad moves to the new one
         with autograd.enable_grad():
             remade = view.base
             for function, options in view.steps:
@@ -191,6 +195,7 @@ def refresh(tensor, op):
         tensor._grad_fn = remade._grad_fn
         tensor._requires_grad = remade._requires_grad
         view.base_grad_fn = view.base._grad_fn
+        _move_retained(old_node, tensor._grad_fn)
     view.version = tensor._version_counter[0]
 
 
@@ -227,9 +232,10 @@ def apply_inplace(tensor, function, symbol, other=None, **options):
     if view is not None and view.made_without_grad and is_grad_enabled():
         if records or view.base._requires_grad:
             _refuse_view_made_without_grad(tensor, symbol)
+    old_node = tensor.grad_fn
     if records:
         _check_can_record_inplace(tensor, symbol)
-        before = from_op(tensor.data.copy(), tensor.grad_fn)
+        before = from_op(tensor.data.copy(), _without_tensor_hooks(tensor, old_node))
         before._requires_grad = tensor._requires_grad
     else:
         before = from_op(tensor.data, None)
@@ -249,13 +255,39 @@ def apply_inplace(tensor, function, symbol, other=None, **options):
     np.copyto(tensor.data, result.data, casting="same_kind")
     bump_version(tensor)
     if records and view is not None:
+        _move_retained(base._grad_fn, new_base.grad_fn)  # the base's retain_grad follows it too
         base.grad_fn = new_base.grad_fn
         base._requires_grad = True
         refresh(tensor, symbol)
     elif records:
         tensor.grad_fn = result.grad_fn
         tensor._requires_grad = True
+    if records:
+        # retain_grad() follows the tensor to its new value, as in PyTorch: .grad is the
+        # gradient of what the tensor holds at backward, not of the value it held before
+        _move_retained(old_node, tensor.grad_fn)
     return tensor
+
+
+def _move_retained(old_node, new_node):
+    """Move retain_grad's mark from a tensor's old node to the node it has now."""
+    if old_node is not None and old_node._retained is not None and new_node is not None and new_node is not old_node:
+        new_node._retained, old_node._retained = old_node._retained, None
+
+
+def _without_tensor_hooks(tensor, node):
+    """The node the op's input (the view's old values) hangs from. For a view with hooks or
+    retain_grad on its node, a fresh node re-made from the base's history: PyTorch's CopySlices
+    leaves the view's old node out of the graph, so its hooks never run (here they would, with
+    a gradient that could change the base's)."""
+    view = tensor._view
+    if view is None or node is None or not (node._hooks or node._retained is not None):
+        return node
+    with autograd.enable_grad():
+        remade = view.base
+        for function, options in view.steps:
+            remade = function.apply(remade, **options)
+    return remade._grad_fn
 
 
 def set_items(tensor, index, values, values_require_grad):

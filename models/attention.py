@@ -44,7 +44,9 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
     """softmax(q k^T * scale + mask) v over (..., T, d_k) queries and keys, scale = 1/sqrt(d_k).
 
     The same function as `F.scaled_dot_product_attention` (same arguments, same mask
-    rule: `mask=` True hides, PyTorch's `attn_mask` True takes part), plus `return_weights`.
+    rule: `mask=` True hides, PyTorch's `attn_mask` True takes part), plus `return_weights`,
+    but is_causal with fewer queries than keys aligns as a KV cache does: the queries are the
+    last Tq of the Tk positions (F's, under PyTorch's name, aligns top-left as PyTorch's).
     Without it this is the backend's fused, tiled kernel (no T x T scores held). With
     return_weights=True the scores are materialised, written out op by op, so the weights
     can be returned: (output, weights). The two paths are tested equal. A mask may be an
@@ -52,14 +54,16 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
     """
     mask = F.hidden_mask(attn_mask, mask, dropout_p, "scaled_dot_product_attention")  # an array, or None
     if not return_weights:
-        return F.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal, scale=scale)
+        return F.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal, scale=scale,
+                                              causal_alignment="bottom_right")
     # BEGIN SOLUTION attention_masks
     scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
     hidden = np.zeros((q.shape[-2], k.shape[-2]), dtype=bool)
     if is_causal:
         hidden = causal_mask(q.shape[-2], k.shape[-2])
     scale = F.attention_scale(q.shape[-1]) if scale is None else scale  # 1 / sqrt(d_k)
-    scores = (q @ k.swapaxes(-1, -2)) * scale  # (..., Tq, d_k) @ (..., d_k, Tk) -> (..., Tq, Tk)
+    scores = (q * scale) @ k.swapaxes(-1, -2)  # (..., Tq, d_k) @ (..., d_k, Tk) -> (..., Tq, Tk); scaled first,
+    # as the fused kernels and PyTorch: in float32, q k^T past 3.4e38 would overflow before the scale
     mask = F.attention_mask(mask, scores_shape, "scaled_dot_product_attention", scores.dtype)
     if mask is not None and mask.dtype == np.bool_:
         hidden = hidden | mask

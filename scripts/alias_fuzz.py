@@ -27,11 +27,15 @@ def classify(program):
     (our_loss, our_grads), (their_loss, their_grads) = ours, theirs
     if not np.allclose(our_loss, their_loss, rtol=1e-10, atol=1e-12):
         return "differ", f"loss {our_loss} vs PyTorch {their_loss}"
-    for name, mine, reference in zip("xw", our_grads, their_grads):
+    names = ["x.grad", "w.grad"] + [f"retained grad {i}" for i in range(len(our_grads) - 3)] + ["hook calls"]
+    if len(our_grads) != len(their_grads):
+        return "differ", f"{len(our_grads)} gradients and hook records vs PyTorch {len(their_grads)}"
+    for name, mine, reference in zip(names, our_grads, their_grads):
         if (mine is None) != (reference is None):
-            return "differ", f"{name}.grad {mine} vs PyTorch {reference}"
-        if mine is not None and not np.allclose(mine, reference, rtol=1e-10, atol=1e-12):
-            return "differ", f"{name}.grad {mine.tolist()} vs PyTorch {reference.tolist()}"
+            return "differ", f"{name} {mine} vs PyTorch {reference}"
+        if mine is not None and (mine.shape != reference.shape or not np.allclose(mine, reference, rtol=1e-10,
+                                                                                  atol=1e-12)):
+            return "differ", f"{name} {mine.tolist()} vs PyTorch {reference.tolist()}"
     return "agree", None
 
 

@@ -1,5 +1,7 @@
 """A numeric fuzzer for the kernels a transformer leans on: softmax, log_softmax, cross-entropy,
-layer norm, GELU and attention, on the numpy and numba backends, in float32 and float64, with
+layer norm, GELU and attention, and the edges PyTorch users meet (issue 32): a masked softmax
+with inf or NaN visible, powers at 0 (x**0, 0**b for b < 0), a subnormal over 0, relu at -0.0
+and NaN, on the numpy and numba backends, in float32 and float64, with
 extreme values (+-1e4 up to 3e38, -1e9 masks, +-inf, NaN). Each case runs in minitensor (in the
 case's dtype) and in PyTorch in float64 on the same values and upstream gradient, and gets one
 outcome:
@@ -26,7 +28,8 @@ import minitensor as mt
 from minitensor import F
 from models.layernorm import layer_norm
 
-OPS = ["softmax", "log_softmax", "cross_entropy", "layer_norm", "gelu", "attention"]
+OPS = ["softmax", "log_softmax", "cross_entropy", "layer_norm", "gelu", "attention", "masked_softmax", "pow", "div",
+       "relu"]
 BACKENDS = ["numpy", "numba"]
 DTYPES = [np.float32, np.float64]
 SCALES = [1.0, 1e4, 1e15, 1e30, 3e38]
@@ -67,6 +70,24 @@ def make_case(seed):
     elif op == "cross_entropy":
         case["inputs"] = [values((4, 5))]
         case["target"] = rng.integers(0, 5, size=4)
+    elif op == "masked_softmax":
+        case["inputs"] = [values((3, 5))]
+        case["mask"] = rng.random((3, 5)) < 0.4  # True hides
+    elif op == "pow":  # bases with zeros, exponents with 0, negatives and fractions (at moderate
+        base = (rng.standard_normal((3, 5)) * 3).astype(dtype)  # values: float32's range is attention's job)
+        base[rng.random((3, 5)) < 0.4] = 0
+        exponent = rng.choice([0.0, -1.0, -0.5, 0.5, 1.0, 2.0, 3.0], size=(3, 5)).astype(dtype)
+        case["inputs"] = [base, exponent]
+    elif op == "div":  # subnormals over zeros
+        tiny = np.finfo(dtype).smallest_subnormal
+        numerator, denominator = values((3, 5)), values((3, 5))
+        numerator[rng.random((3, 5)) < 0.3] = tiny * rng.choice([-1, 1])
+        denominator[rng.random((3, 5)) < 0.3] = 0
+        case["inputs"] = [numerator, denominator]
+    elif op == "relu":
+        x = values((3, 5))
+        x[rng.random((3, 5)) < 0.3] = rng.choice([-0.0, np.nan, 0.0])
+        case["inputs"] = [x]
     elif op == "layer_norm":
         case["inputs"] = [values((3, 6)), rng.standard_normal(6).astype(dtype), rng.standard_normal(6).astype(dtype)]
     else:
@@ -83,6 +104,19 @@ def _call(lib, case, tensors):
         return tensors[0].softmax(axis=-1) if lib is mt else torch.softmax(tensors[0], -1)
     if op == "log_softmax":
         return tensors[0].log_softmax(axis=-1) if lib is mt else torch.log_softmax(tensors[0], -1)
+    if op == "masked_softmax":
+        if lib is mt:
+            return tensors[0].softmax(axis=-1, mask=case["mask"])
+        # what a PyTorch user writes: hide with -inf, and keep the hidden weights at 0 (a row
+        # with a visible NaN, or nothing visible, is NaN in torch.softmax; its hidden entries are not)
+        hidden = torch.from_numpy(case["mask"])
+        return torch.softmax(tensors[0].masked_fill(hidden, -np.inf), -1).masked_fill(hidden, 0)
+    if op == "pow":
+        return tensors[0] ** tensors[1]
+    if op == "div":
+        return tensors[0] / tensors[1]
+    if op == "relu":
+        return tensors[0].relu()
     if op == "gelu":
         return F.gelu(tensors[0]) if lib is mt else torch.nn.functional.gelu(tensors[0])
     if op == "layer_norm":
@@ -171,6 +205,10 @@ def compare(case):
     theirs = run_torch(case)
     names = ["output"] + [f"grad {i}" for i in range(len(ours) - 1)]
     off = [name for name, a, b in zip(names, ours, theirs) if not _close(a, b, case["dtype"])]
+    if case["op"] == "relu":  # the sign of a zero output too: 1 / relu(-1) is +inf in PyTorch
+        zeros = (ours[0] == 0) & (theirs[0] == 0)
+        if not np.array_equal(np.signbit(ours[0][zeros]), np.signbit(theirs[0][zeros])):
+            off.append("output (the sign of a zero)")
     if not off:
         return "agree", None
     if _hidden_rows(case):

@@ -152,7 +152,8 @@ def test_softmax_propagates_nan_like_pytorch(backend, dtype, op):
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
 def test_a_boolean_mask_removes_what_it_hides_and_nothing_else(backend):
     """The documented policy, kept: a hidden NaN is gone, a fully hidden row is zeros; but a
-    visible NaN, even the only visible entry of its row, makes its row NaN."""
+    visible NaN, even the only visible entry of its row, makes its row's visible entries NaN
+    (the hidden ones stay 0, with no gradient: issue 32)."""
     x = np.random.default_rng(2).standard_normal((4, 4))
     x[0, 1] = x[2, 3] = x[3, 2] = np.nan
     mask = np.zeros((4, 4), dtype=bool)
@@ -162,7 +163,7 @@ def test_a_boolean_mask_removes_what_it_hides_and_nothing_else(backend):
     y = mt.tensor(x).softmax(axis=-1, mask=mask).data
     np.testing.assert_allclose(y[:2].sum(axis=-1), 1)
     np.testing.assert_array_equal(y[2], 0)
-    assert np.isnan(y[3]).all()
+    assert np.isnan(y[3][~mask[3]]).all() and (y[3][mask[3]] == 0).all()
 
 
 # ---------------------------------------------------------------------------
@@ -233,10 +234,12 @@ def test_every_broadcasting_mask_is_taken_over_many_key_tiles(backend, shape, ki
 
 
 def test_both_scaled_dot_product_attentions_take_the_same_arguments(backend):
-    """models.attention's function is F's, plus return_weights: same arguments, same result."""
+    """models.attention's function is F's, plus return_weights: same arguments, same result, with
+    is_causal aligned as a KV cache (F's causal_alignment="bottom_right"; F's default is PyTorch's)."""
     q, k, v = (mt.tensor(a) for a in _qkv(seed=6))
     mask = np.random.default_rng(7).random((3, 4)) < 0.3
-    fused = F.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=True, scale=0.3).data
+    fused = F.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=True, scale=0.3,
+                                           causal_alignment="bottom_right").data
     plain = attention_with_weights(q, k, v, mask=mask, is_causal=True, scale=0.3).data
     weighted, _ = attention_with_weights(q, k, v, mask=mask, is_causal=True, scale=0.3, return_weights=True)
     np.testing.assert_allclose(plain, fused, rtol=1e-12)

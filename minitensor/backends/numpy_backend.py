@@ -255,8 +255,9 @@ def _tile_scores(q, k_tile, k_total, scale, key_start, mask, is_causal):
     """Scores of every query against one tile of keys; hidden ones set to -inf. A new array, so
     the caller may overwrite it."""
     xp = _xp(q)
-    scores = _product(q, xp.swapaxes(k_tile, -1, -2))  # (..., Tq, tile)
-    scores *= scale
+    # q is scaled before the product, as PyTorch does: in float32 a product q k^T past 3.4e38
+    # overflows to inf even where the scaled score would not
+    scores = _product(q * q.dtype.type(scale), xp.swapaxes(k_tile, -1, -2))  # (..., Tq, tile)
     key_end = key_start + k_tile.shape[-2]
     if mask is not None:
         if mask.dtype == bool:

@@ -4,13 +4,17 @@ import numpy as np
 
 from .. import ops
 from ..backends.numpy_backend import default_scale
-from ..ops.axes import check_mask, mask_array
+from ..ops.axes import axis_or_dim, check_mask, mask_array
 from ..random import generator
 from ..tensor import Tensor
+from .normalization import last_axis_size
+from .normalization import layer_norm as fused_layer_norm
 
 
 def linear(x, weight, bias=None):
     """y = x W^T + b, with W of shape (out_features, in_features), as torch's Linear."""
+    if not isinstance(weight, Tensor):
+        raise TypeError(f"linear: weight must be a Tensor of shape (out_features, {x.shape[-1]}), got {weight!r:.40}")
     y = x @ weight.T
     return y if bias is None else y + bias
 
@@ -28,15 +32,27 @@ def silu(x):
     return ops.SiLU.apply(x)
 
 
-def softmax(x, axis=-1):
-    return ops.Softmax.apply(x, axis=axis)
+def softmax(x, axis=-1, *, dim=None):
+    """Softmax along axis; dim= is axis= (PyTorch's name)."""
+    return ops.Softmax.apply(x, axis=axis_or_dim(axis, dim, "softmax", -1))
 
 
-def log_softmax(x, axis=-1):
-    return ops.LogSoftmax.apply(x, axis=axis)
+def log_softmax(x, axis=-1, *, dim=None):
+    return ops.LogSoftmax.apply(x, axis=axis_or_dim(axis, dim, "log_softmax", -1))
 
 
-def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, *, mask=None):
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """torch.nn.functional.layer_norm over the last axis (normalized_shape must be its size):
+    the fused op mt.nn.LayerNorm and the models use (nn/normalization.py)."""
+    if x.ndim == 0 or last_axis_size(normalized_shape, "layer_norm") != x.shape[-1]:
+        raise ValueError(
+            f"layer_norm: normalized_shape {normalized_shape!r} is not the last axis of the input {x.shape}"
+        )
+    return fused_layer_norm(x, weight, bias, eps)
+
+
+def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, *, mask=None,
+                                 causal_alignment="top_left"):
     """softmax(q k^T * scale + mask) v as one fused, tiled op (see ops/attention.py);
     scale = 1 / sqrt(d_k) unless given.
 
@@ -48,11 +64,31 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
                else in minitensor: a boolean mask marks with True the HIDDEN keys; a float
                mask is added (in the scores' dtype).
     Either may be a NumPy array or a Tensor (the rule: ops/axes.py, check_mask); giving both
-    is refused. dropout_p is accepted for PyTorch's positions only as 0. models.attention's
-    function of the same name is this one, plus return_weights=True for the weights.
+    is refused. dropout_p is accepted for PyTorch's positions only as 0.
+
+    is_causal with Tq queries and Tk != Tk keys: causal_alignment="top_left" (the default, PyTorch's
+    answer under its name) lets query i see keys j <= i; "bottom_right" takes the queries as the
+    last Tq of the Tk positions (query i sees j <= i + Tk - Tq: a KV cache's alignment, which
+    models.attention's function of the same name uses by default). With Tq = Tk they agree.
     """
     hidden = hidden_mask(attn_mask, mask, dropout_p, "scaled_dot_product_attention")
+    if causal_alignment not in ("top_left", "bottom_right"):
+        raise ValueError(f"scaled_dot_product_attention: causal_alignment must be 'top_left' or 'bottom_right', "
+                         f"got {causal_alignment!r}")
+    if is_causal and causal_alignment == "top_left" and q.shape[-2] != k.shape[-2]:
+        hidden, is_causal = _with_top_left_causal(hidden, q, k), False
     return ops.Attention.apply(q, k, v, mask=hidden, scale=scale, is_causal=is_causal)
+
+
+def _with_top_left_causal(hidden, q, k):
+    """The mask `hidden` (None, boolean True hides, or float added) with PyTorch's is_causal for
+    Tq != Tk added: query i sees keys j <= i (torch's default tril alignment)."""
+    future = np.triu(np.ones((q.shape[-2], k.shape[-2]), dtype=bool), k=1)
+    if hidden is None:
+        return future
+    if hidden.dtype == np.bool_:
+        return hidden | future
+    return np.where(future, -np.inf, hidden).astype(hidden.dtype, copy=False)
 
 
 def hidden_mask(attn_mask, mask, dropout_p, op):
@@ -123,8 +159,9 @@ def dropout(x, p=0.5, training=True):
     return x * Tensor(scale)
 
 
-def embedding(indices, weight):
-    """Rows of weight (num_embeddings, dim) picked by integer indices of any shape."""
+def embedding(indices, weight, padding_idx=None):
+    """Rows of weight (num_embeddings, dim) picked by integer indices of any shape. Where an index
+    is padding_idx (negative counts from the end), the row is returned but gets no gradient, as torch's."""
     indices = indices.data if isinstance(indices, Tensor) else np.asarray(indices)
     if indices.dtype.kind not in "iu":
         raise TypeError(f"embedding: indices must be integers, got dtype {indices.dtype}")
@@ -135,4 +172,10 @@ def embedding(indices, weight):
             f"embedding: index {bad} is out of range for an embedding of {vocabulary} rows "
             f"(valid indices are 0..{vocabulary - 1})"
         )
-    return weight[indices]
+    rows = weight[indices]
+    if padding_idx is None:
+        return rows
+    if not -vocabulary <= padding_idx < vocabulary:
+        raise ValueError(f"embedding: padding_idx {padding_idx} is out of range for {vocabulary} rows")
+    padded = (indices == padding_idx % vocabulary)[..., None]
+    return ops.Where.apply(rows.detach(), rows, condition=padded) if padded.any() else rows

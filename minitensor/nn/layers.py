@@ -32,16 +32,22 @@ class Linear(Module):
 
 
 class Embedding(Module):
-    """Row i of weight (num_embeddings, dim) for each index i; weights start N(0, 1) as in PyTorch."""
+    """Row i of weight (num_embeddings, dim) for each index i; weights start N(0, 1) as in PyTorch.
+    padding_idx: that row starts at zero and gets no gradient (torch's padding_idx)."""
 
-    def __init__(self, num_embeddings, embedding_dim, dtype=None):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, dtype=None):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        if padding_idx is not None and not -num_embeddings <= padding_idx < num_embeddings:
+            raise ValueError(f"Embedding: padding_idx {padding_idx} is out of range for {num_embeddings} rows")
+        self.padding_idx = None if padding_idx is None else padding_idx % num_embeddings
         self.weight = Parameter(np.empty((num_embeddings, embedding_dim), dtype=dtype or get_default_dtype()))
         init.normal_(self.weight)
+        if self.padding_idx is not None:  # the padding row starts at 0 and, getting no gradient, stays there
+            self.weight.data[self.padding_idx] = 0
 
     def forward(self, indices):
-        return F.embedding(indices, self.weight)
+        return F.embedding(indices, self.weight, self.padding_idx)
 
     def extra_repr(self):
         return f"{self.num_embeddings}, {self.embedding_dim}"

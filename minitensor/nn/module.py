@@ -254,10 +254,17 @@ class Module:
 
 
 def _as_checkpoint_array(value):
-    """A checkpoint value as an array: Tensors give their data, arrays stay as they are
-    (NumPy or CuPy), anything else (lists, numbers) goes through np.asarray."""
+    """A checkpoint value as an array: Tensors give their data, PyTorch tensors their values as a
+    NumPy array (so load_state_dict(torch_module.state_dict()) works, the dtypes then checked as
+    any array's), arrays stay as they are (NumPy or CuPy), anything else goes through np.asarray."""
     if isinstance(value, Tensor):
         return value.data
+    if type(value).__module__.startswith("torch") and hasattr(value, "detach"):  # a PyTorch state dict's tensor
+        try:
+            return value.detach().cpu().numpy()
+        except TypeError as error:  # bfloat16 and the like have no NumPy dtype
+            raise TypeError(f"load_state_dict: a PyTorch tensor of dtype {value.dtype} has no NumPy dtype "
+                            f"({error}); convert it first, e.g. t.float()") from None
     if hasattr(value, "shape") and hasattr(value, "dtype"):
         return value
     return np.asarray(value)

@@ -1,5 +1,6 @@
 """Activation functions: ReLU, GELU (exact and tanh), SiLU."""
 
+import numpy as np
 from scipy.special import expit
 
 from .. import backends
@@ -7,18 +8,21 @@ from ..autograd import Function
 
 
 class ReLU(Function):
-    """y = max(x, 0).   dL/dx = grad where x > 0, else 0 (also at x = 0, as PyTorch)."""
+    """y = max(x, 0).   dL/dx = grad where y > 0, 0 where y <= 0 (also at x = 0), as PyTorch.
+
+    A negative x gives +0.0 (x * (x > 0) would give -0.0, and 1 / relu(-1) = -inf), -0.0 and NaN
+    pass through, and where y is NaN the gradient passes too: PyTorch's values, each of them."""
 
     @staticmethod
     def forward(ctx, x):
-        positive = x > 0
-        ctx.save_for_backward(positive)
-        return x * positive
+        y = np.where(x < 0, 0, x).astype(x.dtype, copy=False)
+        ctx.save_for_backward(y)
+        return y
 
     @staticmethod
     def backward(ctx, grad):
-        (positive,) = ctx.saved_tensors
-        return grad * positive
+        (y,) = ctx.saved_tensors
+        return np.where(y <= 0, 0, grad).astype(grad.dtype, copy=False)
 
 
 class GELU(Function):
@@ -38,7 +42,7 @@ class GELU(Function):
             raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
         ctx.save_for_backward(x)
         ctx.approximate = approximate
-        return backends.active().gelu(x, approximate)
+        return backends.active().gelu(x, approximate).astype(x.dtype, copy=False)  # float16 in, float16 out
 
     @staticmethod
     def backward(ctx, grad):

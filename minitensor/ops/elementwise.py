@@ -79,10 +79,11 @@ class Div(Function):
     @staticmethod
     def backward(ctx, grad):
         # BEGIN SOLUTION elementwise_backward
-        # dL/da = grad / b,  dL/db = -grad * a / b**2.
+        # dL/da = grad / b,  dL/db = -grad * a / b**2, computed as -grad * (a / b) / b, as PyTorch:
+        # a tiny a (a subnormal) times grad may round to 0 and give 0 / 0 = NaN where (a / b) / b is inf.
         a, b = ctx.saved_tensors
         grad_a = grad / b if ctx.needs_input_grad[0] else None
-        grad_b = -grad * a / (b * b) if ctx.needs_input_grad[1] else None
+        grad_b = -grad * (a / b) / b if ctx.needs_input_grad[1] else None
         return grad_a, grad_b
         # END SOLUTION
 
@@ -102,8 +103,9 @@ class Neg(Function):
 class Pow(Function):
     """y = a ** b.   dL/da = grad * b * a**(b - 1),  dL/db = grad * y * log(a).
 
-    log(a) is only needed when the exponent wants a gradient; where a == 0 we
-    take y * log(a) = 0 (the limit for b > 0), as PyTorch does.
+    At the edges, PyTorch's values: where b == 0, dL/da = 0 (x**0 is the constant 1, even at
+    x = 0, where a**(b - 1) is inf); where a == 0 and b >= 0, dL/db = 0 (the limit of y log a);
+    where a == 0 and b < 0, y log a = inf * -inf = -inf.
     """
 
     broadcasts = True
@@ -118,12 +120,12 @@ class Pow(Function):
     def backward(ctx, grad):
         a, b, y = ctx.saved_tensors
         grad_a = grad_b = None
-        if ctx.needs_input_grad[0]:
-            grad_a = grad * b * a ** (b - 1)
-        if ctx.needs_input_grad[1]:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                y_log_a = np.where(a == 0, 0, y * np.log(np.where(a == 0, 1, a)))
-            grad_b = grad * y_log_a
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if ctx.needs_input_grad[0]:
+                grad_a = np.where(b == 0, 0, grad * b * a ** (b - 1))
+            if ctx.needs_input_grad[1]:
+                y_log_a = np.where((a == 0) & (b >= 0), 0, y * np.log(a))
+                grad_b = grad * y_log_a
         return grad_a, grad_b
 
 
@@ -320,11 +322,14 @@ class Cast(Function):
 
 
 class Clone(Function):
-    """y = a copy of x, so that in-place changes of y leave x alone.   dL/dx = grad."""
+    """y = a copy of x, so that in-place changes of y leave x alone.   dL/dx = grad.
+
+    The copy keeps x's memory layout (order="K": a transposed x gives a transposed copy), as
+    torch's clone does, so a later reshape of y is a view or a copy exactly where it is for x."""
 
     @staticmethod
-    def forward(ctx, x):
-        return x.copy()
+    def forward(ctx, x, order="K"):
+        return x.copy(order=order)  # contiguous() asks for order="C"
 
     @staticmethod
     def backward(ctx, grad):

@@ -7,6 +7,8 @@ The readable kernels are in backends/numpy_backend.py; the fused ones in
 backends/numba_backend/softmax_rows.py.
 """
 
+import numpy as np
+
 from .. import backends
 from ..autograd import Function
 from .axes import check_mask, normalize_axis
@@ -33,16 +35,22 @@ class Softmax(Function):
             mask = check_mask(mask, x.shape, "softmax")
         if x.shape[axis] == 0:  # nothing to normalise: an empty result, as in PyTorch
             y = x.copy()
+            mask = None
         else:
             y = backends.active().softmax(x, axis, mask)
+        if mask is not None:  # a visible inf or NaN makes its row NaN; a hidden entry stays 0 all the same
+            y = np.where(mask, 0, y).astype(y.dtype, copy=False)
         ctx.save_for_backward(y)
-        ctx.axis = axis
+        ctx.axis, ctx.mask = axis, mask
         return y
 
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
-        return backends.active().softmax_backward(y, grad, ctx.axis)  # the homework task softmax_backward
+        dx = backends.active().softmax_backward(y, grad, ctx.axis)  # the homework task softmax_backward
+        if ctx.mask is not None:  # a hidden entry gets no gradient, even in a row that is NaN
+            dx = np.where(ctx.mask, 0, dx).astype(dx.dtype, copy=False)
+        return dx
 
     # BEGIN SOLUTION softmax_backward
     # The Jacobian is dy_i/dx_j = y_i (delta_ij - y_j), so

@@ -71,7 +71,7 @@ def _layer_norm_backward_rows(dy, x, weight, mean, rstd, dx, dweight_parts, dbia
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
     dtype = common_dtype(x, weight, bias)  # the reference's rule (numpy_backend.common_dtype)
-    rows = layout.as_input(x, (-1, x.shape[-1]), dtype)
+    rows = layout.as_input(x, (math.prod(x.shape[:-1]), x.shape[-1]), dtype)  # not -1: a last axis of 0
     empty = np.zeros(0, dtype=dtype)
     weight = layout.as_input(empty if weight is None else weight, -1, dtype)
     bias = layout.as_input(np.zeros_like(weight) if bias is None else bias, -1, dtype)
@@ -87,7 +87,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
 # BEGIN SOLUTION layer_norm_backward
 def layer_norm_backward(dy, x, weight, mean, rstd):
     dtype = common_dtype(x, weight, mean)
-    rows = layout.as_input(x, (-1, x.shape[-1]), dtype)
+    rows = layout.as_input(x, (math.prod(x.shape[:-1]), x.shape[-1]), dtype)  # not -1: a last axis of 0
     dy_rows = layout.as_input(dy, rows.shape, dtype)
     w = layout.as_input(np.zeros(0) if weight is None else weight, -1, dtype)
     chunks = max(1, min(rows.shape[0], 4 * numba.get_num_threads()))

@@ -36,8 +36,10 @@ def rows(x, axis):
 
 
 def unrows(flat, moved_shape, axis):
-    """The inverse of `rows`: (rows, n) back to the shape and axis order it came from."""
-    return np.moveaxis(flat.reshape(moved_shape), -1, axis)
+    """The inverse of `rows`: (rows, n) back to the shape and axis order it came from, C-contiguous
+    as the reference's result is (so a reshape of it is a view, and an in-place change through it
+    reaches it, as in PyTorch)."""
+    return np.ascontiguousarray(np.moveaxis(flat.reshape(moved_shape), -1, axis))
 
 
 def no_mask():

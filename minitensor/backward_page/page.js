@@ -3,7 +3,10 @@
 // the graph (SVG), the timeline and the current node's panel (numbers and canvas heatmaps).
 "use strict";
 
-const D = JSON.parse(document.getElementById("data").textContent);
+// JSON has no Infinity or NaN: __init__.py's _finite_json writes them as these strings.
+const NONFINITE = { "__inf__": Infinity, "__-inf__": -Infinity, "__nan__": NaN };
+const D = JSON.parse(document.getElementById("data").textContent, (key, value) => (
+  typeof value === "string" && value in NONFINITE ? NONFINITE[value] : value));
 unpool(D);
 const N = D.steps.length;
 const SMALL = 48;            // arrays up to this many elements are shown as numbers
@@ -43,6 +46,8 @@ function unpool(data) {
 
 function fmt(x, digits) {
   if (x === null || x === undefined) return "NaN/Inf";
+  if (Number.isNaN(x)) return "NaN";
+  if (!Number.isFinite(x)) return x > 0 ? "inf" : "-inf";
   if (x === 0) return "0";
   const a = Math.abs(x);
   if (a >= 1e5 || a < 1e-3) return x.toExponential((digits || 5) - 1);
@@ -370,7 +375,7 @@ function attentionMaps(step, node, gradHidden) {
         return;
       }
       const rows = slice.rows, cols = slice.cols;
-      const cell = Math.max(3, Math.min(30, Math.floor(240 / Math.max(rows, cols))));
+      const cell = Math.max(2, Math.min(30, Math.floor(512 / Math.max(rows, cols))));
       canvas.width = MARGIN + cols * cell + 2;
       canvas.height = MARGIN + rows * cell + 2;
       geometry = { slice, rows, cols, cell };
@@ -379,8 +384,19 @@ function attentionMaps(step, node, gradHidden) {
       canvas.dataset.slice = slice.index.join(",");
       g.clearRect(0, 0, canvas.width, canvas.height);
       const values = slice[key];
-      const scale = sequential ? 1 : slice.d_scores_scale;
+      const emptyRows = new Set(slice.empty_rows || []);
       for (let i = 0; i < rows; i++) {
+        // each row scaled to its own largest |value|: at T = 256 a row's weights are near 1/256,
+        // and one large row would leave every other one white on a common scale
+        let scale = 0;
+        for (let j = 0; j < cols; j++) {
+          const v = values[i * cols + j];
+          if (slice.hidden[i * cols + j] !== "1" && v !== null && Number.isFinite(v)) scale = Math.max(scale, Math.abs(v));
+        }
+        if (emptyRows.has(i)) {  // a query that sees no key: a red bar in the margin
+          g.fillStyle = "#c62828";
+          g.fillRect(MARGIN - 6, MARGIN + i * cell, 5, Math.max(cell, 2));
+        }
         for (let j = 0; j < cols; j++) {
           const k = i * cols + j, x = MARGIN + j * cell, y = MARGIN + i * cell;
           if (slice.hidden[k] === "1") {
@@ -432,12 +448,22 @@ function attentionMaps(step, node, gradHidden) {
     return holder;
   }
 
-  pair.append(map("weights P = softmax(scores)", "weights", true, false),
-              map("dL/dscores (S: the scaled, masked scores)", "d_scores", false, gradHidden));
-  const pooled = a.slices.length && (a.slices[0].block[0] > 1 || a.slices[0].block[1] > 1);
+  pair.append(map("weights P = softmax(scores), each row scaled to its largest weight", "weights", true, false),
+              map("dL/dscores (S: the scaled, masked scores), each row scaled to its largest |value|", "d_scores", false,
+                  gradHidden));
   box.append(selectors, pair);
-  if (pooled) box.append(el("div", { class: "muted" }, `T = ${a.tq}: each cell is the mean over a block of `
-    + `${a.slices[0].block[0]} x ${a.slices[0].block[1]} cells, so the whole slice fits; masked when the whole block is.`));
+  const first = a.slices[0];
+  if (first && (first.rows < a.tq || first.cols < a.tk)) box.append(el("div", { class: "muted" }, `T = ${a.tq}: the `
+    + `first ${first.rows} queries and ${first.cols} keys are kept, one cell each (never averaged).`));
+  const empties = a.slices.map((sl) => (sl.empty_rows || []).length).reduce((x, y) => x + y, 0);
+  if (empties) {
+    const where = a.slices.filter((sl) => (sl.empty_rows || []).length).map((sl) =>
+      `slice [${sl.index.join(", ")}]: quer${sl.empty_rows.length > 1 ? "ies" : "y"} ${sl.empty_rows.slice(0, 8).join(", ")}`
+      + (sl.empty_rows.length > 8 ? ", ..." : "")).slice(0, 4).join("; ");
+    box.append(el("div", { class: "empty-rows bad" }, `${empties} fully hidden row(s), marked red at the left: a query `
+      + `that sees no key gets zero weights and no gradient (${where}). A mask that hides every key of a query is `
+      + `usually a bug (a causal mask that also hides the diagonal hides all of query 0).`));
+  }
   redraw();
   return box;
 }
@@ -550,6 +576,21 @@ function colourByCheck() {
     worst.id in stepOfNode ? el("button", { onclick: () => go(stepOfNode[worst.id] + 1) }, "go to it") : "",
     el("div", { class: "legend" }, "Fill: ", el("span", { class: "key passed" }), " passed ", el("span", { class: "key failed" }),
        " failed ", el("span", { class: "key unchecked" }), " not checked (no input needs a gradient). ✓ and a dark outline: done."));
+}
+
+// backward stopped at an op whose backward returned a gradient of the wrong shape: say so above
+// everything, mark the op, and keep the steps that ran.
+function showStopped() {
+  const banner = document.getElementById("banner");
+  banner.className = "bad";
+  const stop = D.stopped;
+  banner.append(el("div", { id: "stopped" }, `Backward stopped after step ${stop.step}: `, el("b", {}, stop.op),
+    ".backward returned a gradient of the wrong shape.", stop.node !== null && stop.node !== undefined
+      ? el("button", { onclick: () => go(Math.min(N, stop.step)) }, "go to the last step that ran") : "",
+    el("pre", { class: "report" }, stop.message)));
+  if (stop.node !== null && stop.node !== undefined && nodeElements[stop.node]) {
+    nodeElements[stop.node].g.classList.add("failed", "worst");
+  }
 }
 
 function errorOf(n) {
@@ -772,5 +813,6 @@ document.addEventListener("keydown", (event) => {
 
 if (D.checked) document.body.classList.add("check-mode");
 drawGraph();
+if (D.stopped) showStopped();
 updateScore();
 update();

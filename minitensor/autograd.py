@@ -435,7 +435,8 @@ def _pass_to_inputs(node, grad_inputs, pending, leaf_grads):
                 raise errors.not_an_array(node, grad_inputs, grad_input)
         if grad_input.shape != shape:
             if not _fits(shape, grad_input.shape):  # the op's backward is wrong: say so before unbroadcast tries
-                where = _observer.site_of(node, len(summed)) if _observer is not None else (None,) * 3  # hook: where it was made
+                # hook: mt.debug says where the node was made and where the input came from
+                where = _observer.site_of(node, len(summed)) if _observer is not None else (None,) * 3
                 raise errors.wrong_gradient_shape(node, len(summed), grad_input.shape, shape, where)
             grad_input = unbroadcast(grad_input, shape)
         if grad_input.dtype is not dtype:  # e.g. float32 x * float64 y: x.grad stays float32

@@ -114,8 +114,8 @@ def wrong_gradient_shape(node, position, returned, expected, where):
     if len(returned) >= 2 and returned[:-2] + returned[-2:][::-1] == expected:
         lines.append(f"  {returned} is {expected} transposed: does the backward compute the transpose of "
                      f"d{name} (a .T or swapaxes missing, or the factors of a product swapped)?")
-    lines.append(f"  the backward of an op must return, for each input, a gradient of that input's shape "
-                 f"(or of the output's broadcast shape, which the engine sums down)")
+    lines.append("  the backward of an op must return, for each input, a gradient of that input's shape "
+                 "(or of the output's broadcast shape, which the engine sums down)")
     error = GradientShapeError("\n".join(lines), node, position, returned, expected)
     error.plain = "\n".join(line for line in lines if not line.startswith(("  in module", "  made at")))
     return error

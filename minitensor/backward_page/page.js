@@ -395,7 +395,7 @@ function attentionMaps(step, node, gradHidden) {
         }
         if (emptyRows.has(i)) {  // a query that sees no key: a red bar in the margin
           g.fillStyle = "#c62828";
-          g.fillRect(MARGIN - 6, MARGIN + i * cell, 5, Math.max(cell, 2));
+          g.fillRect(MARGIN - 8, MARGIN + i * cell - (cell < 4 ? 1 : 0), 7, Math.max(cell, 4));
         }
         for (let j = 0; j < cols; j++) {
           const k = i * cols + j, x = MARGIN + j * cell, y = MARGIN + i * cell;
@@ -419,7 +419,8 @@ function attentionMaps(step, node, gradHidden) {
       g.fillStyle = "#3b4658"; g.font = "10px sans-serif";
       g.fillText("key →", MARGIN, 10);
       g.save(); g.translate(10, MARGIN + 34); g.rotate(-Math.PI / 2); g.fillText("query →", 0, 0); g.restore();
-      const every = Math.max(1, Math.ceil(14 / cell));
+      let every = 1;  // a label every 1, 2, 4, 8, ... cells, at least 22 px apart (three digits)
+      while (every * cell < (cols > 99 ? 22 : 14)) every *= 2;
       for (let j = 0; j < cols; j += every) {
         const label = D.tokens && slice.block[1] === 1 && cell >= 12 ? D.tokens[j] || String(j) : String(j * slice.block[1]);
         g.fillText(label.slice(0, 4), MARGIN + j * cell + 1, MARGIN - 4);
@@ -433,7 +434,9 @@ function attentionMaps(step, node, gradHidden) {
       if (!geometry) return;
       const { slice, rows, cols, cell } = geometry;
       const r = canvas.getBoundingClientRect();
-      const j = Math.floor((event.clientX - r.left - MARGIN) / cell), i = Math.floor((event.clientY - r.top - MARGIN) / cell);
+      // from the canvas's own corner, inside its border (at 2 px a cell, the border is half a cell)
+      const j = Math.floor((event.clientX - r.left - canvas.clientLeft - MARGIN) / cell);
+      const i = Math.floor((event.clientY - r.top - canvas.clientTop - MARGIN) / cell);
       if (i < 0 || j < 0 || i >= rows || j >= cols) return;
       const k = i * cols + j;
       const [fq, fk] = slice.block;
@@ -451,7 +454,7 @@ function attentionMaps(step, node, gradHidden) {
   pair.append(map("weights P = softmax(scores), each row scaled to its largest weight", "weights", true, false),
               map("dL/dscores (S: the scaled, masked scores), each row scaled to its largest |value|", "d_scores", false,
                   gradHidden));
-  box.append(selectors, pair);
+  box.append(selectors);
   const first = a.slices[0];
   if (first && (first.rows < a.tq || first.cols < a.tk)) box.append(el("div", { class: "muted" }, `T = ${a.tq}: the `
     + `first ${first.rows} queries and ${first.cols} keys are kept, one cell each (never averaged).`));
@@ -464,6 +467,7 @@ function attentionMaps(step, node, gradHidden) {
       + `that sees no key gets zero weights and no gradient (${where}). A mask that hides every key of a query is `
       + `usually a bug (a causal mask that also hides the diagonal hides all of query 0).`));
   }
+  box.append(pair);  // below the words, so a fully hidden row is read before the maps
   redraw();
   return box;
 }

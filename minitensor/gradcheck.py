@@ -25,13 +25,14 @@ a backward that is right for the function written, so compare forward with a ref
 """
 
 import sys
+import time
 import warnings
 from typing import NamedTuple
 
 import numpy as np
 
 from . import random as random_numbers
-from .autograd import no_grad, topological_order
+from .autograd import Context, no_grad, topological_order
 from .autograd_errors import GradientShapeError
 from .sites import leaf_labels
 from .tensor import Tensor
@@ -65,6 +66,7 @@ class Measured(NamedTuple):
     summary: str = ""
     seed: int = None
     unchecked: tuple = ()
+    failed_for: tuple = None  # (name, tensor) of the checked tensor the report is about
 
 
 def relative_error(analytic, numeric, atol, rtol):
@@ -109,7 +111,10 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, full_jacobian_limit=4
     measured = measure(fn, *inputs, eps=eps, atol=atol, rtol=rtol, full_jacobian_limit=full_jacobian_limit,
                        max_checked=max_checked, seed=seed, leaves=leaves, nondet_tol=nondet_tol)
     if not measured.passed:
-        raise GradcheckError(measured.details, _advice(fn, inputs, sys._getframe(1)))
+        details = measured.details
+        if measured.failed_for is not None and not measured.failed_for[0].startswith("input "):
+            details += _inherited(fn, inputs, *measured.failed_for, eps=eps, atol=atol, rtol=rtol)
+        raise GradcheckError(details, _advice(fn, inputs, sys._getframe(1)))
     if verbose:
         print(measured.summary)
     if measured.unchecked:
@@ -175,6 +180,29 @@ def measure(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, full_jacobian_limit=409
             leaf.data, leaf.grad = data, grad
 
 
+class Progress:
+    """A line on stderr every few seconds once a long check has run for PROGRESS_AFTER seconds:
+    how far it is and about how long is left (a quick check prints nothing)."""
+
+    PROGRESS_AFTER, EVERY = 3.0, 5.0
+
+    def __init__(self, what, total, unit, file=None):
+        self.what, self.total, self.unit, self.file = what, total, unit, file
+        self.done, self.start = 0, time.monotonic()
+        self.next_print = self.start + self.PROGRESS_AFTER
+
+    def tick(self, now_doing=""):
+        self.done += 1
+        now = time.monotonic()
+        if now < self.next_print:
+            return
+        self.next_print = now + self.EVERY
+        spent = now - self.start
+        left = spent / self.done * max(self.total - self.done, 0)
+        print(f"{self.what}: {self.done} of {self.total} {self.unit}{now_doing}, {spent:.0f} s "
+              f"(about {left:.0f} s left)", file=self.file or sys.stderr, flush=True)
+
+
 class _Settings(NamedTuple):
     fn: object
     output: Tensor
@@ -220,7 +248,7 @@ def _compare(s, full):
             at = np.unravel_index(np.argmax(bad), bad.shape)
             details = _nonfinite_report(s, name, x, _where(s.output, x, at, u), analytic[at], int(bad.sum()),
                                         bad.size, summary)
-            return Measured(False, np.inf, details, summary, s.seed, unchecked)
+            return Measured(False, np.inf, details, summary, s.seed, unchecked, (name, x))
     for (name, x), one, two in zip(s.checked, first, second):
         differ = ~(np.abs(one - two) <= s.nondet_tol)
         if differ.any():
@@ -228,9 +256,13 @@ def _compare(s, full):
             ratio = float(np.max(relative_error(two, one, s.atol, s.rtol)))
             details = _repeat_report(s, name, x, _where(s.output, x, at, u), one[at], two[at], int(differ.sum()),
                                      differ.size, summary)
-            return Measured(False, ratio, details, summary, s.seed, unchecked)
+            return Measured(False, ratio, details, summary, s.seed, unchecked, (name, x))
+
+    planned = sum(2 * x.size if full else 2 * (len(plan[0]) + len(plan[1])) for x, plan in zip(tensors, plans))
+    progress = Progress(f"gradcheck of {_name(s.fn)}", planned, "forward evaluations")
 
     def evaluate():
+        progress.tick()
         with no_grad():
             return np.array(s.fn(*s.copies).data, dtype=np.float64)  # a copy: the output may be a view of an input
 
@@ -257,7 +289,7 @@ def _compare(s, full):
     where, analytic_value, numeric_value = describe(at, s.atol, s.rtol)
     name, x = s.checked[index]
     details = _report(s, name, x, where, analytic_value, numeric_value, ratio, int(off.sum()), off.size, summary)
-    return Measured(False, ratio, details, summary, s.seed, unchecked)
+    return Measured(False, ratio, details, summary, s.seed, unchecked, (name, x))
 
 
 def _analytic(output, tensors, u):
@@ -411,6 +443,34 @@ def _summary(s, analytic, plans):
                      f"{', '.join(name for name, _ in s.unchecked)}")
     lines.append(f"  {NOT_CHECKED}")
     return "\n".join(lines)
+
+
+def _inherited(fn, inputs, name, leaf, **tolerances):
+    """For a failing leaf (a parameter checked by leaves="all"): whether an op's backward fails on
+    its own elsewhere, where the leaf's error may come from. Every op is checked alone (what
+    mt.debug.find_wrong_op does); '' when none but the ops that use the leaf fail."""
+    from .debug.op_check import checked_ops, recorded_run  # debug sits beside gradcheck and imports it
+
+    _, calls = recorded_run(fn, inputs)
+    for checked in checked_ops(calls, **tolerances):
+        if checked.passed:
+            continue
+        if any(edge is leaf for edge in _sources(checked.node)):
+            return ""  # the op that uses the leaf is wrong itself: the report above is its error
+        where = f" in {checked.module}" if checked.module else ""
+        made = f" (made at {checked.created_at})" if checked.created_at else ""
+        return (f"\n  an op upstream of {name} fails on its own too: {checked.op}{where}{made}. A leaf's gradient "
+                f"passes through every op between it and the output, so {name}'s error may be inherited from "
+                f"it: fix {checked.op} first (mt.debug.find_wrong_op names it with its report)")
+    return ""
+
+
+def _sources(node):
+    """The leaves a node uses, directly or through views (Transpose of a weight)."""
+    for edge in node.edges:
+        while isinstance(edge, Context) and edge.function.returns_view:
+            edge = edge.edges[0]
+        yield edge
 
 
 def _advice(fn, inputs, frame):

@@ -124,3 +124,30 @@ def test_a_backward_stopped_by_a_wrong_shape_is_shown(tmp_path, browser):
     opened.page.locator("#stopped button").click()
     assert opened.step() == 2
     opened.close()
+
+
+def test_predict_mode_allows_a_second_try_before_it_shows_the_answer(tmp_path, browser):
+    from test_viz_html import _question, block_loss
+
+    path = mt.viz.html(block_loss(), tmp_path / "predict.html", predict=True)
+    steps = list(mt.debug.backward_steps(block_loss()))
+    opened = Opened(browser, path)
+    page = opened.page
+    opened.go(1)
+    value = _question(page, steps, 0)
+    page.locator("#guess").fill(f"{value * 3 + 1:.9g}")
+    page.locator("#check-guess").click()
+    assert page.locator("#second-try").count() == 1 and page.locator(".verdict.wrong").count() == 1
+    assert page.locator("#question").count() == 1 and page.locator(".grad-input").count() == 0  # nothing shown yet
+    assert f"{value:.6g}" not in page.locator("#panel").inner_text()
+    page.locator("#guess").fill(f"{value:.9g}")
+    page.locator("#check-guess").click()
+    assert "Right on the second try" in page.locator(".verdict.right").inner_text()
+    opened.go(2)
+    value = _question(page, steps, 1)
+    for _ in range(2):
+        page.locator("#guess").fill(f"{value * 3 + 1:.9g}")
+        page.locator("#check-guess").click()
+    assert "Not quite, twice" in page.locator(".verdict.wrong").inner_text()
+    assert page.locator(".grad-input").count() >= 1  # now the answer shows
+    opened.close()

@@ -16,6 +16,7 @@ const SVG = "http://www.w3.org/2000/svg";
 let position = 0;            // 0: before the first node; k: the k-th node's backward has run
 const guesses = D.steps.map(() => null);   // predict mode: null, "right", "wrong" or "revealed"
 const said = D.steps.map(() => null);      // predict mode: what the student typed, as typed
+const firstMiss = D.steps.map(() => null); // predict mode: a first wrong answer (a second try is allowed)
 const asked = D.steps.map((s) => (s.predict.length ? s.index % s.predict.length : null));  // which target
 const stepOfNode = {};
 D.steps.forEach((s, i) => { stepOfNode[s.node] = i; });
@@ -632,6 +633,8 @@ function predictBox(step, index) {
        el("b", { id: "question" }, `dL/d${target.name}${where}`), ` (shape ${shapeText(entry.shape)})`),
     el("div", { class: "muted" }, "Use grad_output, the forward values and the saved arrays; within 1% counts. "
       + "Type a number or a sum: -4/2, 1e-3, 0.5*(1-0.25)."),
+    firstMiss[index] ? el("div", { class: "verdict wrong", id: "second-try" }, `Not quite: ${firstMiss[index]} is not `
+      + "within 1%. One more try (or reveal)."): "",
     answer, " ",
     el("button", { id: "check-guess", onclick: () => judge(index, answer.value, why) }, "check"), " ",
     el("button", { id: "reveal", onclick: () => { guesses[index] = "revealed"; update(); updateScore(); } }, "reveal"),
@@ -645,8 +648,13 @@ function judge(index, text, why) {
   if (parsed.error) { why.textContent = `Cannot read "${text.trim()}": ${parsed.error}.`; return; }
   const value = D.steps[index].predict[asked[index]].value;
   const right = value !== null && Math.abs(parsed.value - value) <= TOLERANCE * Math.abs(value) + 1e-4;
-  guesses[index] = right ? "right" : "wrong";
   said[index] = `${text.trim()}` + (text.trim() === String(parsed.value) ? "" : ` = ${fmt(parsed.value, 6)}`);
+  if (!right && !firstMiss[index]) {  // a first wrong answer: say so, show nothing, allow a second try
+    firstMiss[index] = said[index];
+    update();
+    return;
+  }
+  guesses[index] = right ? "right" : "wrong";
   update();
   updateScore();
 }
@@ -733,8 +741,8 @@ function render() {
       const target = step.predict[asked[index]];
       const value = fmt(target.value, 6);
       const q = `dL/d${target.name}[${target.index.join(", ")}]`;
-      panel.append(el("div", { class: `verdict ${verdict}` }, verdict === "right" ? `Right: ${said[index]} is within 1% of ${q} = ${value}.`
-        : verdict === "wrong" ? `Not quite: you said ${said[index]}, but ${q} = ${value}.`
+      panel.append(el("div", { class: `verdict ${verdict}` }, verdict === "right" ? `Right${firstMiss[index] ? " on the second try" : ""}: ${said[index]} is within 1% of ${q} = ${value}.`
+        : verdict === "wrong" ? `Not quite, twice: you said ${firstMiss[index]}, then ${said[index]}, but ${q} = ${value}.`
         : `Revealed: ${q} = ${value}.`));
     }
   }

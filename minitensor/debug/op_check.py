@@ -4,12 +4,14 @@ backward is compared with central differences of its own forward, on the inputs 
 by mt.gradcheck's measure, so every report gives gradcheck's one relative error."""
 
 import dataclasses
+import inspect
+import re
 
 import numpy as np
 
-from .. import autograd
-from ..gradcheck import measure
-from ..sites import created_at, module_path
+from .. import autograd, backends
+from ..gradcheck import Progress, measure
+from ..sites import _short, created_at, module_path
 from ..tensor import Tensor
 from .observer import Tool
 
@@ -30,12 +32,35 @@ class WrongOp:
     created_at: str
     report: str
     module: str = None
+    backward_at: str = None  # the file and function that hold the faulty backward
 
     def __str__(self):
         where = f" made at {self.created_at}" if self.created_at else ""
         module = f" in {self.module}" if self.module else ""
-        return (f"the first op whose backward disagrees with finite differences: {self.op}{module}{where}\n"
+        code = f"\n  its backward: {self.backward_at}" if self.backward_at else ""
+        return (f"the first op whose backward disagrees with finite differences: {self.op}{module}{where}{code}\n"
                 f"{self.report}")
+
+
+def backward_at(function):
+    """Where a Function's backward is written: file:line and its name, and the kernel of the active
+    backend it hands the work to, if it does (Softmax.backward calls softmax_backward)."""
+    code = getattr(function.backward, "__code__", None)
+    if code is None:
+        return None
+    where = f"{_short(code.co_filename)}:{code.co_firstlineno}: {function.__name__}.backward"
+    try:
+        source = inspect.getsource(function.backward)
+    except (OSError, TypeError):
+        return where
+    for name in dict.fromkeys(re.findall(r"backends\.active\(\)\.(\w+)\(", source)):
+        kernel = getattr(backends.active(), name, None)
+        kernel = getattr(kernel, "py_func", kernel)  # a Numba kernel: its Python source
+        try:
+            where += f", which calls {_short(inspect.getsourcefile(kernel))}: {name}"
+        except TypeError:
+            where += f", which calls the backend's {name}"
+    return where
 
 
 @dataclasses.dataclass
@@ -86,7 +111,10 @@ def find_wrong_op(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3):
     against central differences of its own forward, on the inputs it received. Returns a WrongOp
     naming the first that disagrees (op, where it was made, its module, the worst element), or None."""
     _, calls = recorded_run(fn, inputs)
+    progress = Progress("find_wrong_op", len(calls), "ops checked")
     for checked in checked_ops(calls, eps=eps, atol=atol, rtol=rtol):
+        progress.tick(f" (now {checked.op}{' in ' + checked.module if checked.module else ''})")
         if not checked.passed:
-            return WrongOp(checked.op, checked.created_at, checked.report, checked.module)
+            return WrongOp(checked.op, checked.created_at, checked.report, checked.module,
+                           backward_at(checked.node.function))
     return None

@@ -284,3 +284,26 @@ def test_nondet_tol_lets_a_backward_differ_by_that_much():
     assert mt.gradcheck(lambda x: op.apply(x), x, nondet_tol=1e-2)
     with pytest.raises(ValueError, match=r"nondet_tol must be a number >= 0"):
         mt.gradcheck(lambda x: op.apply(x), x, nondet_tol=-1)
+
+
+# ----------------------------------------------------------------------------
+# A bug of the inputs' own dtype (float64 alone cannot see it)
+# ----------------------------------------------------------------------------
+
+
+def test_a_float32_only_backward_bug_is_caught(monkeypatch):
+    from minitensor.backends import numba_backend
+
+    right = numba_backend.softmax_backward
+
+    def wrong_in_float32(y, grad, axis):  # a kernel with a slip in its float32 path
+        result = right(y, grad, axis)
+        return result * 1.1 if y.dtype == np.float32 else result
+
+    monkeypatch.setattr(numba_backend, "softmax_backward", wrong_in_float32)
+    with mt.use_backend("numba"):
+        x64 = mt.tensor(np.random.default_rng(0).standard_normal((4, 5)), requires_grad=True)
+        assert mt.gradcheck(lambda x: x.softmax(axis=-1), x64)  # float64: right
+        x32 = mt.tensor(x64.data.astype(np.float32), requires_grad=True)
+        with pytest.raises(mt.GradcheckError, match=r"backward in float32 \(the input's own dtype\) disagrees"):
+            mt.gradcheck(lambda x: x.softmax(axis=-1), x32)

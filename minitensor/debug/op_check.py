@@ -6,6 +6,7 @@ by mt.gradcheck's measure, so every report gives gradcheck's one relative error.
 import dataclasses
 import inspect
 import re
+import sys
 
 import numpy as np
 
@@ -118,3 +119,33 @@ def find_wrong_op(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3):
             return WrongOp(checked.op, checked.created_at, checked.report, checked.module,
                            backward_at(checked.node.function))
     return None
+
+
+def upstream_failure(fn, inputs, name, leaf, **tolerances):
+    """For a failing leaf (a parameter checked by leaves="all"): whether an op's backward fails on
+    its own elsewhere, where the leaf's error may come from. Every op is checked alone (what
+    mt.debug.find_wrong_op does); '' when none but the ops that use the leaf fail."""
+    _, calls = recorded_run(fn, inputs)
+    for checked in checked_ops(calls, **tolerances):
+        if checked.passed:
+            continue
+        if any(edge is leaf for edge in _sources(checked.node)):
+            return ""  # the op that uses the leaf is wrong itself: the report above is its error
+        where = f" in {checked.module}" if checked.module else ""
+        made = f" (made at {checked.created_at})" if checked.created_at else ""
+        return (f"\n  an op upstream of {name} fails on its own too: {checked.op}{where}{made}. A leaf's gradient "
+                f"passes through every op between it and the output, so {name}'s error may be inherited from "
+                f"it: fix {checked.op} first (mt.debug.find_wrong_op names it with its report)")
+    return ""
+
+
+def _sources(node):
+    """The leaves a node uses, directly or through views (Transpose of a weight)."""
+    for edge in node.edges:
+        while type(edge) is autograd.Context and edge.function.returns_view:
+            edge = edge.edges[0]
+        yield edge
+
+
+# mt.gradcheck's hook for a failing parameter (its module: the package's name `gradcheck` is the function)
+sys.modules[measure.__module__].upstream_check = upstream_failure

@@ -34,11 +34,11 @@ import numpy as np
 from . import random as random_numbers
 from .autograd import no_grad, topological_order
 from .autograd_errors import GradientShapeError
+from .gradcheck_report import (checked_summary, closing_lines, failure_report, format_index, name_of, nonfinite_report,
+                               ops_in_graph, repeat_report)
 from .sites import leaf_labels
 from .tensor import Tensor
 
-NOT_CHECKED = ("not checked: the forward values (a wrong mask or formula in forward has a right backward for "
-               "what it computes: compare forward with a reference, e.g. minitensor.testing.assert_matches_torch)")
 
 
 # For a failing parameter (leaves="all"): mt.debug's per-op check, which names an op upstream that
@@ -131,7 +131,7 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, full_jacobian_limit=4
     if measured.unchecked:
         names = ", ".join(measured.unchecked)
         warnings.warn(UncheckedLeavesWarning(
-            f"gradcheck passed for the inputs of {_name(fn)} only: it also uses {len(measured.unchecked)} "
+            f"gradcheck passed for the inputs of {name_of(fn)} only: it also uses {len(measured.unchecked)} "
             f"leaves that require grad, whose gradients were not checked: {names}. "
             f'Pass leaves="all" to check them too.'), stacklevel=2)
     return True
@@ -189,11 +189,11 @@ def measure(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, full_jacobian_limit=409
             if low_precision is not None:
                 name, x, report = low_precision
                 return measured._replace(passed=False, relative_error=np.inf, failed_for=(name, x),
-                                         details=f"{report}\n{_closing(settings, measured.summary)}")
+                                         details=f"{report}\n{closing_lines(settings, measured.summary)}")
             return measured
         except GradientShapeError as error:
-            details = (f"gradcheck failed for {_name(fn)}: {error if sites else error.plain}\n"
-                       f"  ops in the graph, output first: {_ops(output)}")
+            details = (f"gradcheck failed for {name_of(fn)}: {error if sites else error.plain}\n"
+                       f"  ops in the graph, output first: {ops_in_graph(output)}")
             return Measured(False, np.inf, details, "", seed, tuple(name for name, _ in others))
     finally:
         for leaf, data, grad in restore:
@@ -225,9 +225,9 @@ def _low_precision(fn, inputs, copies, seed):
         if off.any():
             at = np.unravel_index(np.argmax(np.where(off, np.abs(low_grad - high_grad), -1)), off.shape)
             report = (
-                f"gradcheck failed for input {i} of {_name(fn)} (shape {low.shape}): backward in {low.dtype} (the "
+                f"gradcheck failed for input {i} of {name_of(fn)} (shape {low.shape}): backward in {low.dtype} (the "
                 f"input's own dtype) disagrees with backward in float64, which agrees with finite differences\n"
-                f"  at d (u . output) / d input{_format_index(at)}, u a random direction: {low.dtype} "
+                f"  at d (u . output) / d input{format_index(at)}, u a random direction: {low.dtype} "
                 f"{low_grad[at]:.8g}, float64 {high_grad[at]:.8g}\n"
                 f"  {int(off.sum())} of {off.size} derivatives differ by more than {tolerance:.3g} (a few percent of "
                 f"the largest |derivative|): a kernel used only in {low.dtype} (a backend's), or an overflow or "
@@ -295,14 +295,14 @@ def _compare(s, full):
     first = _analytic(s.output, tensors, u)
     second = _analytic(s.output, tensors, u)
     plans = [None if full else _plan(x, rng, s.max_checked) for x in tensors]
-    summary = _summary(s, first, plans)
+    summary = checked_summary(s, first, plans)
     unchecked = tuple(name for name, _ in s.unchecked)
 
     for (name, x), analytic in zip(s.checked, first):
         bad = ~np.isfinite(analytic)
         if bad.any():
             at = np.unravel_index(np.argmax(bad), bad.shape)
-            details = _nonfinite_report(s, name, x, _where(s.output, x, at, u), analytic[at], int(bad.sum()),
+            details = nonfinite_report(s, name, x, _where(s.output, x, at, u), analytic[at], int(bad.sum()),
                                         bad.size, summary)
             return Measured(False, np.inf, details, summary, s.seed, unchecked, (name, x))
     for (name, x), one, two in zip(s.checked, first, second):
@@ -310,12 +310,12 @@ def _compare(s, full):
         if differ.any():
             at = np.unravel_index(np.argmax(np.abs(one - two)), one.shape)
             ratio = float(np.max(relative_error(two, one, s.atol, s.rtol)))
-            details = _repeat_report(s, name, x, _where(s.output, x, at, u), one[at], two[at], int(differ.sum()),
+            details = repeat_report(s, name, x, _where(s.output, x, at, u), one[at], two[at], int(differ.sum()),
                                      differ.size, summary)
             return Measured(False, ratio, details, summary, s.seed, unchecked, (name, x))
 
     planned = sum(2 * x.size if full else 2 * (len(plan[0]) + len(plan[1])) for x, plan in zip(tensors, plans))
-    progress = Progress(f"gradcheck of {_name(s.fn)}", planned, "forward evaluations")
+    progress = Progress(f"gradcheck of {name_of(s.fn)}", planned, "forward evaluations")
 
     def evaluate():
         progress.tick()
@@ -344,7 +344,7 @@ def _compare(s, full):
     ratio, index, analytic, numeric, describe, at, off = worst
     where, analytic_value, numeric_value = describe(at, s.atol, s.rtol)
     name, x = s.checked[index]
-    details = _report(s, name, x, where, analytic_value, numeric_value, ratio, int(off.sum()), off.size, summary)
+    details = failure_report(s, name, x, where, analytic_value, numeric_value, ratio, int(off.sum()), off.size, summary)
     return Measured(False, ratio, details, summary, s.seed, unchecked, (name, x))
 
 
@@ -377,9 +377,9 @@ def _analytic(output, tensors, u):
 def _where(output, x, at, u):
     """The derivative at `at` of an analytic array, in words."""
     if u is not None:
-        return f"d (u . output) / d input{_format_index(at)}, u a random direction"
+        return f"d (u . output) / d input{format_index(at)}, u a random direction"
     out_index = np.unravel_index(at[0], output.shape) if output.shape else ()
-    return f"d output{_format_index(out_index)} / d input{_format_index(np.unravel_index(at[1], x.shape))}"
+    return f"d output{format_index(out_index)} / d input{format_index(np.unravel_index(at[1], x.shape))}"
 
 
 def _plan(x, rng, max_checked):
@@ -434,10 +434,10 @@ def _projected_numeric(x, grad, plan, u, evaluate, eps, rng):
     def describe_group(at, atol, rtol):
         members, sign, analytic, numeric = _narrow(x, groups[at[0]], signs[at[0]], grad, projected, eps, atol, rtol)
         if members.size == 1:
-            place = _format_index(np.unravel_index(members[0], x.shape))
+            place = format_index(np.unravel_index(members[0], x.shape))
             return (f"d (u . output) / d input{place}, u a random direction (found by halving a random group of "
                     f"{groups[at[0]].size} elements)", analytic * sign[0], numeric * sign[0])
-        listed = ", ".join(_format_index(np.unravel_index(j, x.shape)) for j in members[:4])
+        listed = ", ".join(format_index(np.unravel_index(j, x.shape)) for j in members[:4])
         more = ", ..." if members.size > 4 else ""
         return (f"d (u . output) along random signs on {members.size} elements of the input ({listed}{more}), "
                 f"u a random direction", analytic, numeric)
@@ -479,28 +479,6 @@ def _narrow(x, members, signs, grad, evaluate, eps, atol, rtol):
     return members, signs, analytic, numeric
 
 
-def _summary(s, analytic, plans):
-    """What the check compared, and what it cannot see."""
-    lines = [f"gradcheck of {_name(s.fn)} (seed={s.seed} replays the random draws):"]
-    for (name, x), values, plan in zip(s.checked, analytic, plans):
-        said = (f"  {name} (shape {x.shape}): all {values.size} analytic derivatives finite and the same on a second "
-                f"backward; compared with central differences: ")
-        if plan is None:
-            said += f"the full Jacobian, {values.shape[0]} x {values.shape[1]}"
-        else:
-            singles, groups = plan
-            grouped = sum(g.size for g in groups)
-            said += f"{len(singles)} of {x.size} elements one by one (d (u . output) / dx, u random)"
-            if groups:
-                said += f", the other {grouped} along random signs in {len(groups)} random groups"
-        lines.append(said)
-    if s.unchecked:
-        lines.append(f"  not checked (leaves fn uses besides its inputs; leaves=\"all\" checks them): "
-                     f"{', '.join(name for name, _ in s.unchecked)}")
-    lines.append(f"  {NOT_CHECKED}")
-    return "\n".join(lines)
-
-
 def _advice(fn, inputs, frame):
     """The call of find_wrong_op to paste, with the names the caller's code gives fn and the
     inputs (a placeholder where it gives none)."""
@@ -522,7 +500,7 @@ def _advice(fn, inputs, frame):
         return f"  to find the op whose backward is wrong, run: {call}"
     shown = ", ".join([fn_name or "fn"] + [a or f"input{i}" for i, a in enumerate(arguments)])
     return (f"  to find the op whose backward is wrong: mt.debug.find_wrong_op({shown}), with the function "
-            f"and the inputs you gave gradcheck (give {_name(fn)} a name to paste it as it is)")
+            f"and the inputs you gave gradcheck (give {name_of(fn)} a name to paste it as it is)")
 
 
 def _check_tolerances(eps, atol, rtol, nondet_tol=0.0):
@@ -533,11 +511,6 @@ def _check_tolerances(eps, atol, rtol, nondet_tol=0.0):
     for name, value in (("atol", atol), ("rtol", rtol), ("nondet_tol", nondet_tol)):
         if not (isinstance(value, (int, float, np.integer, np.floating)) and 0 <= value < np.inf):
             raise ValueError(f"gradcheck: {name} must be a number >= 0, got {name}={value!r}")
-
-
-def _format_index(index):
-    """(1, 2) -> '[1, 2]'; () -> '' (a scalar has no index)."""
-    return f"[{', '.join(str(int(i)) for i in index)}]" if len(index) else ""
 
 
 def _central_difference(x, flat_index, evaluate, eps):
@@ -554,65 +527,3 @@ def _central_difference(x, flat_index, evaluate, eps):
     values[flat_index] = original
     return (plus - minus) / (2 * eps)
     # END SOLUTION
-
-
-def _name(fn):
-    return getattr(fn, "__name__", type(fn).__name__)
-
-
-def _ops(output):
-    """The names of the ops in output's graph, output first, each once."""
-    ops = []
-    for node in topological_order(output.grad_fn):
-        if node.name not in ops:
-            ops.append(node.name)
-    return ", ".join(ops)
-
-
-def _closing(s, summary):
-    """The lines every failure report ends with: the ops, the leaves not checked, the seed."""
-    not_checked = ""
-    if s.unchecked:
-        names = ", ".join(name for name, _ in s.unchecked)
-        not_checked = f"\n  not checked (leaves fn uses besides its inputs; leaves=\"all\" checks them): {names}"
-    return (f"  ops in the graph, output first: {_ops(s.output)}{not_checked}\n"
-            f"  seed={s.seed} replays this check's random draws")
-
-
-def _report(s, checked_name, x, where, analytic, numeric, relative, bad_count, total, summary):
-    return (
-        f"gradcheck failed for {checked_name} of {_name(s.fn)} (shape {x.shape}):\n"
-        f"  worst element: {where}\n"
-        f"  analytic (backward):         {analytic:.8g}\n"
-        f"  numeric (finite difference): {numeric:.8g}\n"
-        f"  absolute error {abs(analytic - numeric):.3g} (allowed: atol={s.atol:g} + rtol={s.rtol:g} * |numeric|)\n"
-        f"  relative error {relative:.3g} = |analytic - numeric| / (|numeric| + atol/rtol), "
-        f"at most rtol={s.rtol:g} to pass\n"
-        f"  {bad_count} of {total} checked derivatives are off.\n"
-        f"{_closing(s, summary)}"
-    )
-
-
-def _nonfinite_report(s, checked_name, x, where, value, bad_count, total, summary):
-    return (
-        f"gradcheck failed for {checked_name} of {_name(s.fn)} (shape {x.shape}): backward gave {value} "
-        f"at {where}\n"
-        f"  relative error inf: a NaN or infinite analytic derivative never passes (every element of every "
-        f"gradient is looked at, sampled or not)\n"
-        f"  {bad_count} of {total} analytic derivatives are NaN or infinite.\n"
-        f"{_closing(s, summary)}"
-    )
-
-
-def _repeat_report(s, checked_name, x, where, first, second, differ_count, total, summary):
-    return (
-        f"gradcheck failed for {checked_name} of {_name(s.fn)} (shape {x.shape}): backward is not reentrant: "
-        f"a second backward with the same inputs and incoming gradient gave a different gradient\n"
-        f"  at {where}: first call {first:.17g}, second call {second:.17g}\n"
-        f"  {differ_count} of {total} analytic derivatives differ by more than nondet_tol={s.nondet_tol:g}.\n"
-        f"  A backward must depend only on what forward saved and on the incoming gradient: state kept between "
-        f"calls (on the class, in a global, in ctx), random numbers, or a saved array changed in place make it "
-        f"differ (PyTorch's gradcheck fails it too). A backward that is nondeterministic on purpose: pass "
-        f"nondet_tol=.\n"
-        f"{_closing(s, summary)}"
-    )

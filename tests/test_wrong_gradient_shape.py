@@ -124,3 +124,11 @@ def test_a_right_broadcast_gradient_still_passes():
     b = mt.tensor(np.ones((1, 3)), requires_grad=True)
     (x * b).sum().backward()
     assert b.grad.shape == (1, 3) and np.all(b.grad == 2)
+
+
+def test_break_on_nan_meets_a_wrong_shape_and_the_engine_names_it(monkeypatch):
+    net, x, loss_of = setup()
+    monkeypatch.setattr("sys.breakpointhook", lambda *a, **k: None)
+    with pytest.raises(GradientShapeError, match=r"TransposedMatMul\.backward returned a gradient of shape \(5, 3\)"):
+        with mt.debug.break_on(nan=True):
+            loss_of(x).backward()

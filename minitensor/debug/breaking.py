@@ -76,6 +76,11 @@ class break_on(Tool):
                 continue
             grad = np.asarray(getattr(grad, "data", grad))
             if grad.shape != tuple(shape):
+                try:
+                    if np.broadcast_shapes(tuple(shape), grad.shape) != grad.shape:
+                        continue  # a wrong shape: the engine names it (GradientShapeError) right after
+                except ValueError:
+                    continue
                 grad = autograd.unbroadcast(grad, shape)
             if self._matches(grad):
                 self.reason = f"{node.name}.backward produces a gradient for {name} that {self._what(grad)}"

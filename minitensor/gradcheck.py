@@ -132,7 +132,8 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, full_jacobian_limit=4
         names = ", ".join(measured.unchecked)
         warnings.warn(UncheckedLeavesWarning(
             f"gradcheck passed for the inputs of {name_of(fn)} only: it also uses {len(measured.unchecked)} "
-            f"leaves that require grad, whose gradients were not checked: {names}. "
+            f"{'leaf' if len(measured.unchecked) == 1 else 'leaves'} that require grad, whose gradients were not "
+            f"checked: {names}. "
             f'Pass leaves="all" to check them too.'), stacklevel=2)
     return True
 

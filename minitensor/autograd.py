@@ -57,7 +57,13 @@ def unbroadcast(grad, shape):
     shape = tuple(shape)
     if grad.shape == shape:
         return grad
-    reduced = grad.sum(axis=summed_axes(grad.shape, shape), keepdims=True)  # keepdims keeps x's size-1 axes
+    axes = summed_axes(grad.shape, shape)
+    try:
+        reduced = grad.sum(axis=axes, keepdims=True)  # keepdims keeps x's size-1 axes
+    except ValueError:  # an axis out of range
+        raise errors.unbroadcast_failed(grad.shape, shape, axes, None) from None
+    if reduced.size != int(np.prod(shape)) or reduced.shape[reduced.ndim - len(shape):] != shape:
+        raise errors.unbroadcast_failed(grad.shape, shape, axes, reduced.shape)  # summed_axes, not the op, is wrong
     return reduced.reshape(shape)  # and the reshape drops the axes that were not in shape
 
 
@@ -99,7 +105,7 @@ _observer = None
 def set_observer(observer):
     """Install the object with after_forward(function, ctx, arrays, options, output),
     watching_backward, call_backward(node, grad), after_backward(node, grad, grad_inputs,
-    summed) and describe(ctx); None removes it."""
+    summed), describe(ctx) and site_of(ctx, position) (made at, module, input source); None removes it."""
     global _observer
     _observer = observer
 
@@ -432,10 +438,11 @@ def _pass_to_inputs(node, grad_inputs, pending, leaf_grads):
             if not (hasattr(grad_input, "shape") and hasattr(grad_input, "dtype")):
                 raise errors.not_an_array(node, grad_inputs, grad_input)
         if grad_input.shape != shape:
-            try:
-                grad_input = unbroadcast(grad_input, shape)
-            except ValueError as error:
-                raise RuntimeError(f"{node.name}.backward: {error}") from None
+            if not _fits(shape, grad_input.shape):  # the op's backward is wrong: say so before unbroadcast tries
+                # hook: mt.debug says where the node was made and where the input came from
+                where = _observer.site_of(node, len(summed)) if _observer is not None else (None,) * 3
+                raise errors.wrong_gradient_shape(node, len(summed), grad_input.shape, shape, where)
+            grad_input = unbroadcast(grad_input, shape)
         if grad_input.dtype is not dtype:  # e.g. float32 x * float64 y: x.grad stays float32
             grad_input = grad_input.astype(dtype, copy=False)
         summed.append(grad_input)
@@ -449,6 +456,15 @@ def _pass_to_inputs(node, grad_inputs, pending, leaf_grads):
 
 
 _ndarray = np.ndarray
+
+
+def _fits(shape, grad_shape):
+    """Whether an input of `shape` broadcasts to a gradient of `grad_shape` (then unbroadcast
+    can sum the gradient down to it; else the op's backward returned a wrong shape)."""
+    try:
+        return np.broadcast_shapes(shape, grad_shape) == tuple(grad_shape)
+    except ValueError:
+        return False
 
 
 def _accumulate_leaf(leaf, grad):

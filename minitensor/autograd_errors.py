@@ -88,3 +88,52 @@ def not_an_array(node, grad_inputs, grad_input):
         f"{node.name}.backward returned a {type(grad_input).__name__} as the gradient of input "
         f"{position}; return an array of the input's shape {node.input_shapes[position]} (or None)"
     )
+
+
+class GradientShapeError(RuntimeError):
+    """An op's backward returned a gradient whose shape its input's shape does not broadcast to, so
+    no summing can make it fit: the op's backward is wrong (op, input, shapes and node are kept)."""
+
+    def __init__(self, message, node, position, returned, expected):
+        super().__init__(message)
+        self.node, self.position, self.returned, self.expected = node, position, returned, expected
+        self.plain = message  # the message without where the node was made
+
+
+class UnbroadcastError(RuntimeError):
+    """unbroadcast itself failed to sum a gradient down to a shape it broadcasts to (summed_axes,
+    the homework task unbroadcast, gave the wrong axes): not the op's fault."""
+
+
+def wrong_gradient_shape(node, position, returned, expected, where):
+    """The error for node's backward returning a gradient of shape `returned` for its input
+    `position`, of shape `expected`. where: (made at, module path, the input's source) of node, or Nones."""
+    returned, expected = tuple(returned), tuple(expected)
+    names = node.input_names
+    name = names[position] if position < len(names) else f"input {position}"
+    made_at, module, source = where
+    lines = [f"{node.name}.backward returned a gradient of shape {returned} for its input {name} "
+             f"(input {position}{', ' + source if source else ''}), which has shape {expected}: "
+             f"{expected} does not broadcast to {returned}, so no summing can make it fit"]
+    if module:
+        lines.append(f"  in module {module}")
+    if made_at:
+        lines.append(f"  made at {made_at}")
+    if len(returned) >= 2 and returned[:-2] + returned[-2:][::-1] == expected:
+        lines.append(f"  {returned} is {expected} transposed: does the backward compute the transpose of "
+                     f"d{name} (a .T or swapaxes missing, or the factors of a product swapped)?")
+    lines.append("  the backward of an op must return, for each input, a gradient of that input's shape "
+                 "(or of the output's broadcast shape, which the engine sums down)")
+    error = GradientShapeError("\n".join(lines), node, position, returned, expected)
+    error.plain = "\n".join(line for line in lines if not line.startswith(("  in module", "  made at")))
+    return error
+
+
+def unbroadcast_failed(grad_shape, shape, axes, summed_shape):
+    result = ("are not axes of it" if summed_shape is None else
+              f"gives shape {tuple(summed_shape)}, which does not become {tuple(shape)} by dropping leading axes "
+              f"of size 1")
+    return UnbroadcastError(
+        f"unbroadcast: summing a gradient of shape {tuple(grad_shape)} down to shape {tuple(shape)} over "
+        f"the axes {tuple(axes)} that summed_axes returned {result}: summed_axes (the homework task "
+        f"unbroadcast) returned the wrong axes; the op whose gradient it was is not at fault")

@@ -9,7 +9,7 @@ A parameter shows its name in the model that used it (block.ln1.weight); a tenso
 when the whole graph would not fit at notebook width, and says so in the figure.
 """
 
-from .autograd import Context
+from .autograd import Context, topological_order
 from .backward_page import html  # noqa: F401  (mt.viz.html: the backward pass as one HTML page)
 from .debug import _shape_of, grad_norm, leaf_labels, module_path, part_of
 
@@ -45,20 +45,22 @@ def _leaf_text(leaf, labels):
 
 def text(t):
     """The graph that made t as an indented tree, output first; a node or leaf used twice is
-    printed once and then referred to ("see above")."""
+    printed once and then referred to ("see above"). Node #k is step k of the backward page and
+    mt.debug.backward_steps(t)[k-1]: the k-th node backward runs."""
     labels = leaf_labels(t)
     if t.grad_fn is None:
         return _leaf_text(t, labels)
-    lines, numbers, leaves_shown = [], {}, set()
+    lines, leaves_shown, printed = [], set(), set()
+    numbers = {node: k for k, node in enumerate(topological_order(t.grad_fn), start=1)}
     stack = [(t.grad_fn, 0)]
     while stack:
         item, depth = stack.pop()
         indent = "  " * depth
         if isinstance(item, Context):
-            if item in numbers:
+            if item in printed:
                 lines.append(f"{indent}(#{numbers[item]}, see above)")
                 continue
-            numbers[item] = len(numbers) + 1
+            printed.add(item)
             lines.append(f"{indent}#{numbers[item]} {_node_text(item)}")
             for edge in reversed(item.edges):
                 if edge is not None:

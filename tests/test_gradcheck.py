@@ -81,7 +81,7 @@ def test_gradcheck_names_the_wrong_input():
 def test_gradcheck_on_large_inputs_uses_projections_and_still_catches_errors():
     x = mt.randn(40, 50, requires_grad=True)  # 2,000 x 2,000 Jacobian: too big to build
     assert mt.gradcheck(lambda x: x.softmax(axis=-1), x)
-    with pytest.raises(mt.GradcheckError, match=r"u a fixed random direction"):
+    with pytest.raises(mt.GradcheckError, match=r"u a random direction"):
         mt.gradcheck(lambda x: WrongElement.apply(x), x, max_checked=2000)
 
 

@@ -335,12 +335,12 @@ def test_heatmaps_of_a_gpt_at_t64_show_one_head_at_a_time_with_linked_selectors(
     opened.close()
 
 
-def test_a_long_sequence_is_averaged_into_blocks_not_dropped(tmp_path):
+def test_a_long_sequence_is_kept_cell_for_cell_not_averaged(tmp_path):
     _, _, loss = gpt_loss(T=160, layers=1)
     data = page_data(mt.viz.html(loss, tmp_path / "long.html"))
     view = next(s["attention"] for s in data["steps"] if s["op"] == "Attention")
     first = view["slices"][0]
-    assert (view["tq"], view["tk"]) == (160, 160) and first["block"] == [3, 3] and first["rows"] == 54
+    assert (view["tq"], view["tk"]) == (160, 160) and first["block"] == [1, 1] and first["rows"] == 160
     assert "hist" not in view and (tmp_path / "long.html").stat().st_size < 3_000_000
 
 

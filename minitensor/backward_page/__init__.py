@@ -70,14 +70,14 @@ def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=
     if checks is not None:
         for node, result in zip(topological_order(loss.grad_fn), checks):
             nodes[ids[id(node)]]["check"] = result
-    records, received, senders = collect.steps(loss, ids, max_elements, retain_graph)
+    records, received, senders, stopped = collect.steps(loss, ids, max_elements, retain_graph)
     for node_id, (grad_norm, grad, done_at) in received.items():
         nodes[node_id].update(grad_norm=grad_norm, grad=grad, done_at=done_at)
     for node_id, sent_by in senders.items():
         nodes[node_id]["senders"] = sent_by
     data = {"nodes": nodes, "edges": edges, "loss": collect.encode(loss.data, max_elements), "steps": records,
             "predict": bool(predict), "checked": checks is not None, "max_elements": max_elements,
-            "tokens": None if tokens is None else [str(t) for t in tokens]}
+            "tokens": None if tokens is None else [str(t) for t in tokens], "stopped": stopped}
     _write_atomically(path, _page(data))
     return path
 
@@ -138,8 +138,23 @@ def _pooled(data):
     return data
 
 
+NONFINITE = {"inf": "__inf__", "-inf": "__-inf__", "nan": "__nan__"}  # page.js's reviver reads them back
+
+
+def _finite_json(item):
+    """item with every float NaN, inf or -inf written as a NONFINITE string: JSON has no infinity,
+    and a graph holds them by design (the -inf a mask saves, the inf norm of a gradient that holds one)."""
+    if isinstance(item, dict):
+        return {key: _finite_json(value) for key, value in item.items()}
+    if isinstance(item, list):
+        return [_finite_json(value) for value in item]
+    if isinstance(item, float) and not np.isfinite(item):
+        return NONFINITE[str(item)]
+    return item
+
+
 def _page(data):
-    data = _pooled(data)
+    data = _finite_json(_pooled(data))
     script = (_HERE / "page.js").read_text()
     style = (_HERE / "page.css").read_text()
     # "<" only occurs inside JSON strings, where \u003c means the same: no source line that

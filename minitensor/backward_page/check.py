@@ -5,7 +5,7 @@ result, not only the first failure, so the page can mark each node."""
 import math
 
 from ..autograd import topological_order
-from ..debug.op_check import checked_ops, recorded_run
+from ..debug.op_check import backward_at, checked_ops, recorded_run
 from ..tensor import Tensor
 
 MAX_CHECKED = 256  # elements compared per input (a random sample above it)
@@ -27,5 +27,6 @@ def per_op_errors(fn, inputs):
         results.append(None if c is None else {
             "op": c.op, "created_at": c.created_at, "module": c.module,
             "relative_error": c.relative_error if math.isfinite(c.relative_error) else None,  # JSON has no inf
-            "passed": c.passed, "report": c.report, "shape": node.output_shape})
+            "passed": c.passed, "shape": node.output_shape,
+            "report": c.report if c.passed else f"its backward: {backward_at(c.node.function)}\n{c.report}"})
     return output, results

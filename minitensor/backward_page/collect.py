@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import debug
 from ..autograd import Context, summed_axes, topological_order
+from ..autograd_errors import GradientShapeError
 from ..backends import numpy_backend
 from ..backends.numpy_backend import default_scale
 from ..debug import grad_norm
@@ -150,18 +151,8 @@ def layout(root, output=None):
 
 
 MAX_SLICES = 16  # (batch, head) slices of the attention maps kept per node; the page says so above it
-MAP_CELLS = 64  # a slice larger than MAP_CELLS x MAP_CELLS is shown averaged over blocks of cells
-
-
-def _pooled(plane, rows, cols):
-    """plane (Tq, Tk) averaged over blocks so that it has at most rows x cols cells."""
-    tq, tk = plane.shape
-    fq, fk = -(-tq // rows), -(-tk // cols)  # block sizes (ceil)
-    padded = np.full((-(-tq // fq) * fq, -(-tk // fk) * fk), np.nan)
-    padded[:tq, :tk] = plane
-    blocks = padded.reshape(padded.shape[0] // fq, fq, padded.shape[1] // fk, fk)
-    with np.errstate(invalid="ignore"):
-        return np.nanmean(blocks, axis=(1, 3)), (fq, fk)
+MAX_CELLS = 1 << 18  # cells of each map kept per node, at full resolution (T = 256: four slices)
+MAX_SIDE = 512  # past it, the first MAX_SIDE queries and keys of a slice are kept
 
 
 def _map_values(plane):
@@ -170,10 +161,12 @@ def _map_values(plane):
 
 def attention_view(step, max_elements):
     """For a fused Attention node: the weights P and dL/dS (S the scaled, masked scores) of each
-    (batch, head) slice, recomputed in NumPy from what the node saved, and the hidden cells. The
-    leading axes are kept as they are (MultiHeadAttention's 5-D (batch, kv head, group, T, T)),
-    each slice stored on its own (the page shows one at a time), up to MAX_SLICES of them; a slice
-    over MAP_CELLS keys or queries is averaged over blocks, so a page stays small at any T."""
+    (batch, head) slice, recomputed in NumPy from what the node saved, the hidden cells, and the
+    queries that see no key (fully hidden rows). The leading axes are kept as they are
+    (MultiHeadAttention's 5-D (batch, kv head, group, T, T)), each slice stored on its own at full
+    resolution, never averaged (an average over blocks hides a mask error on the diagonal): as
+    many slices as MAX_CELLS allows (at least one, at most MAX_SLICES), each cut to its first
+    MAX_SIDE queries and keys."""
     node = step.node
     q, k, v, out = (np.asarray(a, dtype=np.float64) for a in step.saved[:4])
     row_max, row_sum = (np.asarray(a, dtype=np.float64)[..., None] for a in step.saved[4])  # (..., Tq, 1)
@@ -195,26 +188,26 @@ def attention_view(step, max_elements):
         hidden |= uniform == 0
     scores = np.where(hidden, -np.inf, scores)
     visible = row_sum != 0  # a fully hidden row has no weights
-    weights = np.where(visible, np.exp(scores - np.where(visible, row_max, 0)) / np.where(visible, row_sum, 1), 0.0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        weights = np.where(visible, np.exp(scores - np.where(visible, row_max, 0)) / np.where(visible, row_sum, 1),
+                           0.0)
     grad_out = np.asarray(step.grad_output, dtype=np.float64)
     d_weights = np.matmul(grad_out, np.swapaxes(v, -1, -2))
     d_scores = numpy_backend.softmax_backward(weights, d_weights, -1)  # the scores' softmax, backward
     lead = weights.shape[:-2]
     tq, tk = weights.shape[-2:]
     hidden = np.broadcast_to(hidden, weights.shape)
+    empty = np.broadcast_to(~visible[..., 0], weights.shape[:-1])  # (..., Tq): queries that see no key
+    rows, cols = min(tq, MAX_SIDE), min(tk, MAX_SIDE)
+    kept = max(1, min(MAX_SLICES, MAX_CELLS // max(rows * cols, 1)))
     slices = []
-    for flat in range(min(int(np.prod(lead, dtype=int)), MAX_SLICES)):
+    for flat in range(min(int(np.prod(lead, dtype=int)), kept)):
         at = np.unravel_index(flat, lead) if lead else ()
-        w, ds, h = weights[at], d_scores[at], hidden[at]
-        block = (1, 1)
-        if tq > MAP_CELLS or tk > MAP_CELLS:
-            (w, block), (ds, _) = _pooled(w, MAP_CELLS, MAP_CELLS), _pooled(ds, MAP_CELLS, MAP_CELLS)
-            h, _ = _pooled(h.astype(np.float64), MAP_CELLS, MAP_CELLS)
-            h = h == 1.0  # a block is hidden when every cell in it is
+        w, ds, h = weights[at][:rows, :cols], d_scores[at][:rows, :cols], hidden[at][:rows, :cols]
         slices.append({"index": [int(i) for i in at], "weights": _map_values(w), "d_scores": _map_values(ds),
-                       "hidden": "".join("1" if x else "0" for x in h.reshape(-1)), "rows": int(w.shape[0]),
-                       "cols": int(w.shape[1]), "block": [int(b) for b in block],
-                       "d_scores_scale": float(np.max(np.abs(ds))) if ds.size else 0.0})
+                       "hidden": "".join("1" if x else "0" for x in h.reshape(-1)), "rows": int(rows),
+                       "cols": int(cols), "empty_rows": [int(i) for i in np.flatnonzero(empty[at])],
+                       "block": [1, 1]})
     return {"lead": [int(n) for n in lead], "tq": int(tq), "tk": int(tk), "slices": slices,
             "stored": len(slices), "q_shape": list(q.shape), "out_shape": list(out.shape)}
 
@@ -253,37 +246,47 @@ def steps(loss, ids, max_elements, retain_graph):
     leaf, whose gradient is the sum of its contributions; and per node id the steps that sent
     it a gradient (what predict mode must have asked before it shows that gradient)."""
     records, received, leaf_sums, senders = [], {}, {}, {}
+    stopped = None
     with _RawGradShapes() as raw_shapes:
-        for step in debug.backward_steps(loss, retain_graph=retain_graph):
-            node = step.node
-            raw = raw_shapes.raw.get(id(node)) or [None] * len(step.grad_inputs)
-            inputs = []
-            for position, grad in enumerate(step.grad_inputs):
-                edge = node.edges[position]
-                to = ids[id(edge)] if edge is not None else ids[("constant", id(node), position)]
-                entry = {"to": to, "name": step.input_names[position],
-                         "shape": list(node.input_shapes[position])}
-                if grad is not None:
-                    entry["grad"] = encode(grad, max_elements)
-                    senders.setdefault(to, []).append(step.index)
-                    if type(edge) is not Context:
-                        previous = leaf_sums.get(to)
-                        leaf_sums[to] = grad if previous is None else previous + grad
-                        received[to] = (None, None, step.index)
-                    if raw[position] is not None and raw[position] != grad.shape:
-                        entry["raw_shape"] = list(raw[position])
-                        entry["summed_axes"] = list(summed_axes(raw[position], grad.shape))
-                inputs.append(entry)
-            saved = [dict(encode(_stacked(a), max_elements), name=name)
-                     for name, a in zip(step.saved_names, step.saved) if _stacked(a) is not None]
-            record = {"index": step.index, "node": ids[id(node)], "op": step.op, "label": step.label,
-                      "created_at": step.created_at, "module": step.module,
-                      "grad_output": encode(step.grad_output, max_elements), "grad_inputs": inputs, "saved": saved,
-                      "predict": _predict_targets(step.index, step.input_names, step.grad_inputs)}
-            if step.op == "Attention" and len(step.saved) >= 5:
-                record["attention"] = attention_view(step, max_elements)
-            records.append(record)
-            received[ids[id(node)]] = (grad_norm(step.grad_output), summary(step.grad_output), step.index)
+        try:
+            for step in debug.backward_steps(loss, retain_graph=retain_graph):
+                _step_record(step, ids, max_elements, raw_shapes, records, received, leaf_sums, senders)
+        except GradientShapeError as error:  # the page shows the steps that ran and the op that stopped it
+            stopped = {"step": len(records), "node": ids.get(id(error.node)), "op": error.node.name,
+                       "message": str(error)}
     for leaf, total in leaf_sums.items():
         received[leaf] = (grad_norm(total), summary(total), received[leaf][2])
-    return records, received, senders
+    return records, received, senders, stopped
+
+
+def _step_record(step, ids, max_elements, raw_shapes, records, received, leaf_sums, senders):
+    """Keep what one backward step shows (steps' loop body)."""
+    node = step.node
+    raw = raw_shapes.raw.get(id(node)) or [None] * len(step.grad_inputs)
+    inputs = []
+    for position, grad in enumerate(step.grad_inputs):
+        edge = node.edges[position]
+        to = ids[id(edge)] if edge is not None else ids[("constant", id(node), position)]
+        entry = {"to": to, "name": step.input_names[position],
+                 "shape": list(node.input_shapes[position])}
+        if grad is not None:
+            entry["grad"] = encode(grad, max_elements)
+            senders.setdefault(to, []).append(step.index)
+            if type(edge) is not Context:
+                previous = leaf_sums.get(to)
+                leaf_sums[to] = grad if previous is None else previous + grad
+                received[to] = (None, None, step.index)
+            if raw[position] is not None and raw[position] != grad.shape:
+                entry["raw_shape"] = list(raw[position])
+                entry["summed_axes"] = list(summed_axes(raw[position], grad.shape))
+        inputs.append(entry)
+    saved = [dict(encode(_stacked(a), max_elements), name=name)
+             for name, a in zip(step.saved_names, step.saved) if _stacked(a) is not None]
+    record = {"index": step.index, "node": ids[id(node)], "op": step.op, "label": step.label,
+              "created_at": step.created_at, "module": step.module,
+              "grad_output": encode(step.grad_output, max_elements), "grad_inputs": inputs, "saved": saved,
+              "predict": _predict_targets(step.index, step.input_names, step.grad_inputs)}
+    if step.op == "Attention" and len(step.saved) >= 5:
+        record["attention"] = attention_view(step, max_elements)
+    records.append(record)
+    received[ids[id(node)]] = (grad_norm(step.grad_output), summary(step.grad_output), step.index)

@@ -3,7 +3,10 @@
 // the graph (SVG), the timeline and the current node's panel (numbers and canvas heatmaps).
 "use strict";
 
-const D = JSON.parse(document.getElementById("data").textContent);
+// JSON has no Infinity or NaN: __init__.py's _finite_json writes them as these strings.
+const NONFINITE = { "__inf__": Infinity, "__-inf__": -Infinity, "__nan__": NaN };
+const D = JSON.parse(document.getElementById("data").textContent, (key, value) => (
+  typeof value === "string" && value in NONFINITE ? NONFINITE[value] : value));
 unpool(D);
 const N = D.steps.length;
 const SMALL = 48;            // arrays up to this many elements are shown as numbers
@@ -13,6 +16,7 @@ const SVG = "http://www.w3.org/2000/svg";
 let position = 0;            // 0: before the first node; k: the k-th node's backward has run
 const guesses = D.steps.map(() => null);   // predict mode: null, "right", "wrong" or "revealed"
 const said = D.steps.map(() => null);      // predict mode: what the student typed, as typed
+const firstMiss = D.steps.map(() => null); // predict mode: a first wrong answer (a second try is allowed)
 const asked = D.steps.map((s) => (s.predict.length ? s.index % s.predict.length : null));  // which target
 const stepOfNode = {};
 D.steps.forEach((s, i) => { stepOfNode[s.node] = i; });
@@ -43,6 +47,8 @@ function unpool(data) {
 
 function fmt(x, digits) {
   if (x === null || x === undefined) return "NaN/Inf";
+  if (Number.isNaN(x)) return "NaN";
+  if (!Number.isFinite(x)) return x > 0 ? "inf" : "-inf";
   if (x === 0) return "0";
   const a = Math.abs(x);
   if (a >= 1e5 || a < 1e-3) return x.toExponential((digits || 5) - 1);
@@ -370,7 +376,7 @@ function attentionMaps(step, node, gradHidden) {
         return;
       }
       const rows = slice.rows, cols = slice.cols;
-      const cell = Math.max(3, Math.min(30, Math.floor(240 / Math.max(rows, cols))));
+      const cell = Math.max(2, Math.min(30, Math.floor(512 / Math.max(rows, cols))));
       canvas.width = MARGIN + cols * cell + 2;
       canvas.height = MARGIN + rows * cell + 2;
       geometry = { slice, rows, cols, cell };
@@ -379,8 +385,19 @@ function attentionMaps(step, node, gradHidden) {
       canvas.dataset.slice = slice.index.join(",");
       g.clearRect(0, 0, canvas.width, canvas.height);
       const values = slice[key];
-      const scale = sequential ? 1 : slice.d_scores_scale;
+      const emptyRows = new Set(slice.empty_rows || []);
       for (let i = 0; i < rows; i++) {
+        // each row scaled to its own largest |value|: at T = 256 a row's weights are near 1/256,
+        // and one large row would leave every other one white on a common scale
+        let scale = 0;
+        for (let j = 0; j < cols; j++) {
+          const v = values[i * cols + j];
+          if (slice.hidden[i * cols + j] !== "1" && v !== null && Number.isFinite(v)) scale = Math.max(scale, Math.abs(v));
+        }
+        if (emptyRows.has(i)) {  // a query that sees no key: a red bar in the margin
+          g.fillStyle = "#c62828";
+          g.fillRect(MARGIN - 8, MARGIN + i * cell - (cell < 4 ? 1 : 0), 7, Math.max(cell, 4));
+        }
         for (let j = 0; j < cols; j++) {
           const k = i * cols + j, x = MARGIN + j * cell, y = MARGIN + i * cell;
           if (slice.hidden[k] === "1") {
@@ -403,7 +420,8 @@ function attentionMaps(step, node, gradHidden) {
       g.fillStyle = "#3b4658"; g.font = "10px sans-serif";
       g.fillText("key →", MARGIN, 10);
       g.save(); g.translate(10, MARGIN + 34); g.rotate(-Math.PI / 2); g.fillText("query →", 0, 0); g.restore();
-      const every = Math.max(1, Math.ceil(14 / cell));
+      let every = 1;  // a label every 1, 2, 4, 8, ... cells, at least 22 px apart (three digits)
+      while (every * cell < (cols > 99 ? 22 : 14)) every *= 2;
       for (let j = 0; j < cols; j += every) {
         const label = D.tokens && slice.block[1] === 1 && cell >= 12 ? D.tokens[j] || String(j) : String(j * slice.block[1]);
         g.fillText(label.slice(0, 4), MARGIN + j * cell + 1, MARGIN - 4);
@@ -417,7 +435,9 @@ function attentionMaps(step, node, gradHidden) {
       if (!geometry) return;
       const { slice, rows, cols, cell } = geometry;
       const r = canvas.getBoundingClientRect();
-      const j = Math.floor((event.clientX - r.left - MARGIN) / cell), i = Math.floor((event.clientY - r.top - MARGIN) / cell);
+      // from the canvas's own corner, inside its border (at 2 px a cell, the border is half a cell)
+      const j = Math.floor((event.clientX - r.left - canvas.clientLeft - MARGIN) / cell);
+      const i = Math.floor((event.clientY - r.top - canvas.clientTop - MARGIN) / cell);
       if (i < 0 || j < 0 || i >= rows || j >= cols) return;
       const k = i * cols + j;
       const [fq, fk] = slice.block;
@@ -432,12 +452,23 @@ function attentionMaps(step, node, gradHidden) {
     return holder;
   }
 
-  pair.append(map("weights P = softmax(scores)", "weights", true, false),
-              map("dL/dscores (S: the scaled, masked scores)", "d_scores", false, gradHidden));
-  const pooled = a.slices.length && (a.slices[0].block[0] > 1 || a.slices[0].block[1] > 1);
-  box.append(selectors, pair);
-  if (pooled) box.append(el("div", { class: "muted" }, `T = ${a.tq}: each cell is the mean over a block of `
-    + `${a.slices[0].block[0]} x ${a.slices[0].block[1]} cells, so the whole slice fits; masked when the whole block is.`));
+  pair.append(map("weights P = softmax(scores), each row scaled to its largest weight", "weights", true, false),
+              map("dL/dscores (S: the scaled, masked scores), each row scaled to its largest |value|", "d_scores", false,
+                  gradHidden));
+  box.append(selectors);
+  const first = a.slices[0];
+  if (first && (first.rows < a.tq || first.cols < a.tk)) box.append(el("div", { class: "muted" }, `T = ${a.tq}: the `
+    + `first ${first.rows} queries and ${first.cols} keys are kept, one cell each (never averaged).`));
+  const empties = a.slices.map((sl) => (sl.empty_rows || []).length).reduce((x, y) => x + y, 0);
+  if (empties) {
+    const where = a.slices.filter((sl) => (sl.empty_rows || []).length).map((sl) =>
+      `slice [${sl.index.join(", ")}]: quer${sl.empty_rows.length > 1 ? "ies" : "y"} ${sl.empty_rows.slice(0, 8).join(", ")}`
+      + (sl.empty_rows.length > 8 ? ", ..." : "")).slice(0, 4).join("; ");
+    box.append(el("div", { class: "empty-rows bad" }, `${empties} fully hidden row(s), marked red at the left: a query `
+      + `that sees no key gets zero weights and no gradient (${where}). A mask that hides every key of a query is `
+      + `usually a bug (a causal mask that also hides the diagonal hides all of query 0).`));
+  }
+  box.append(pair);  // below the words, so a fully hidden row is read before the maps
   redraw();
   return box;
 }
@@ -552,6 +583,21 @@ function colourByCheck() {
        " failed ", el("span", { class: "key unchecked" }), " not checked (no input needs a gradient). ✓ and a dark outline: done."));
 }
 
+// backward stopped at an op whose backward returned a gradient of the wrong shape: say so above
+// everything, mark the op, and keep the steps that ran.
+function showStopped() {
+  const banner = document.getElementById("banner");
+  banner.className = "bad";
+  const stop = D.stopped;
+  banner.append(el("div", { id: "stopped" }, `Backward stopped after step ${stop.step}: `, el("b", {}, stop.op),
+    ".backward returned a gradient of the wrong shape.", stop.node !== null && stop.node !== undefined
+      ? el("button", { onclick: () => go(Math.min(N, stop.step)) }, "go to the last step that ran") : "",
+    el("pre", { class: "report" }, stop.message)));
+  if (stop.node !== null && stop.node !== undefined && nodeElements[stop.node]) {
+    nodeElements[stop.node].g.classList.add("failed", "worst");
+  }
+}
+
 function errorOf(n) {
   return n.check.relative_error === null ? Infinity : n.check.relative_error;
 }
@@ -587,6 +633,8 @@ function predictBox(step, index) {
        el("b", { id: "question" }, `dL/d${target.name}${where}`), ` (shape ${shapeText(entry.shape)})`),
     el("div", { class: "muted" }, "Use grad_output, the forward values and the saved arrays; within 1% counts. "
       + "Type a number or a sum: -4/2, 1e-3, 0.5*(1-0.25)."),
+    firstMiss[index] ? el("div", { class: "verdict wrong", id: "second-try" }, `Not quite: ${firstMiss[index]} is not `
+      + "within 1%. One more try (or reveal)."): "",
     answer, " ",
     el("button", { id: "check-guess", onclick: () => judge(index, answer.value, why) }, "check"), " ",
     el("button", { id: "reveal", onclick: () => { guesses[index] = "revealed"; update(); updateScore(); } }, "reveal"),
@@ -600,8 +648,13 @@ function judge(index, text, why) {
   if (parsed.error) { why.textContent = `Cannot read "${text.trim()}": ${parsed.error}.`; return; }
   const value = D.steps[index].predict[asked[index]].value;
   const right = value !== null && Math.abs(parsed.value - value) <= TOLERANCE * Math.abs(value) + 1e-4;
-  guesses[index] = right ? "right" : "wrong";
   said[index] = `${text.trim()}` + (text.trim() === String(parsed.value) ? "" : ` = ${fmt(parsed.value, 6)}`);
+  if (!right && !firstMiss[index]) {  // a first wrong answer: say so, show nothing, allow a second try
+    firstMiss[index] = said[index];
+    update();
+    return;
+  }
+  guesses[index] = right ? "right" : "wrong";
   update();
   updateScore();
 }
@@ -688,8 +741,8 @@ function render() {
       const target = step.predict[asked[index]];
       const value = fmt(target.value, 6);
       const q = `dL/d${target.name}[${target.index.join(", ")}]`;
-      panel.append(el("div", { class: `verdict ${verdict}` }, verdict === "right" ? `Right: ${said[index]} is within 1% of ${q} = ${value}.`
-        : verdict === "wrong" ? `Not quite: you said ${said[index]}, but ${q} = ${value}.`
+      panel.append(el("div", { class: `verdict ${verdict}` }, verdict === "right" ? `Right${firstMiss[index] ? " on the second try" : ""}: ${said[index]} is within 1% of ${q} = ${value}.`
+        : verdict === "wrong" ? `Not quite, twice: you said ${firstMiss[index]}, then ${said[index]}, but ${q} = ${value}.`
         : `Revealed: ${q} = ${value}.`));
     }
   }
@@ -772,5 +825,6 @@ document.addEventListener("keydown", (event) => {
 
 if (D.checked) document.body.classList.add("check-mode");
 drawGraph();
+if (D.stopped) showStopped();
 updateScore();
 update();

@@ -65,7 +65,8 @@ class detect_anomaly(Tool):
                 f"index {index}) whose entries are all -inf or hidden by the mask, in inputs of shapes "
                 f"{shapes}. minitensor gives such a row zero weights and no gradient (torch.softmax "
                 f"gives NaN); a mask that hides every key of a query is usually a bug (a padding "
-                f"mask built the wrong way round?)" + (_made_at(ctx) if recorded else "")
+                f"mask built the wrong way round? a causal mask, or is_causal=True, that hides the "
+                f"diagonal too, so that query 0 sees no key?)" + (_made_at(ctx) if recorded else "")
             )
         if _has_nan(output) and not any(_has_nan(a) for a in arrays):
             shapes = ", ".join(str(np.shape(a)) for a in arrays)

@@ -6,6 +6,7 @@ import sys
 import numpy as np
 
 from .. import autograd
+from ..sites import module_path
 from .observer import Tool
 from .show import _what, grad_norm
 
@@ -23,7 +24,9 @@ def known_ops():
 class break_on(Tool):
     """`with mt.debug.break_on(op="Softmax"): loss.backward()` calls breakpoint() inside each
     matching node's backward. Every condition given must hold: op (the Function's name, as in
-    the trace: "Softmax"), label (a tensor's .name), nan=True (the incoming gradient, or a gradient
+    the trace: "Softmax"), label (a tensor's .name), module (a module path, as the tools print it:
+    "blocks.1.ln1" stops in that module and its submodules, with or without the model's own name in
+    front), nan=True (the incoming gradient, or a gradient
     the node's backward produces for an input, has a NaN or Inf), grad_norm_above (the norm of
     either is above it).
 
@@ -33,9 +36,12 @@ class break_on(Tool):
     node), module and reason (which gradient matched). `step` twice enters the op's backward. A
     block that ends without a single stop prints so."""
 
-    def __init__(self, op=None, label=None, nan=False, grad_norm_above=None, file=None):
-        if op is None and label is None and not nan and grad_norm_above is None:
-            raise ValueError("break_on: give op=, label=, nan=True or grad_norm_above=")
+    def __init__(self, op=None, label=None, nan=False, grad_norm_above=None, file=None, module=None):
+        if op is None and label is None and module is None and not nan and grad_norm_above is None:
+            raise ValueError("break_on: give op=, label=, module=, nan=True or grad_norm_above=")
+        if module is not None and (not isinstance(module, str) or not module.strip(".")):
+            raise ValueError(f"break_on: module must be a module path such as 'blocks.1.ln1', got {module!r}")
+        self.module = module
         if op is not None and op not in known_ops():
             known = known_ops()
             close = [name for name in known if name.lower() == str(op).lower()]
@@ -50,6 +56,8 @@ class break_on(Tool):
         if self.op is not None and node.name != self.op:
             return False
         if self.label is not None and node.label != self.label:
+            return False
+        if self.module is not None and not _within(module_path(node), self.module):
             return False
         self.reason = None
         if not self.nan and self.grad_norm_above is None:
@@ -68,6 +76,11 @@ class break_on(Tool):
                 continue
             grad = np.asarray(getattr(grad, "data", grad))
             if grad.shape != tuple(shape):
+                try:
+                    if np.broadcast_shapes(tuple(shape), grad.shape) != grad.shape:
+                        continue  # a wrong shape: the engine names it (GradientShapeError) right after
+                except ValueError:
+                    continue
                 grad = autograd.unbroadcast(grad, shape)
             if self._matches(grad):
                 self.reason = f"{node.name}.backward produces a gradient for {name} that {self._what(grad)}"
@@ -93,8 +106,18 @@ class break_on(Tool):
         super().__exit__(*exc_info)
         if self.stops == 0 and exc_info[0] is None:
             asked = ", ".join(f"{key}={value!r}" for key, value in (
-                ("op", self.op), ("label", self.label), ("nan", self.nan or None),
+                ("op", self.op), ("label", self.label), ("module", self.module), ("nan", self.nan or None),
                 ("grad_norm_above", self.grad_norm_above)) if value is not None)
             print(f"break_on({asked}): no node's backward matched, so it never stopped "
                   f"(did backward() run inside the block?)", file=self.file or sys.stdout)
         return False
+
+
+def _within(path, module):
+    """Whether a node of module path `path` (gpt.blocks.1.ln1) is in `module` (blocks.1, or
+    gpt.blocks.1): module's names appear in path as a run of whole names, from its start or
+    after the model's own name."""
+    if path is None:
+        return False
+    names, wanted = path.split("."), module.strip(".").split(".")
+    return any(names[start:start + len(wanted)] == wanted for start in (0, 1))

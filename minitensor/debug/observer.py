@@ -58,6 +58,22 @@ class _Observer:
     def describe(self, node):
         return describe(node)
 
+    def site_of(self, node, position):
+        """(where your code made node, its module path, where its input `position` comes from: a
+        leaf's name, through the views between, net.fc1.weight through Transpose): the engine's
+        errors name them."""
+        edge, views = node.edges[position], []
+        while type(edge) is autograd.Context and edge.function.returns_view and len(edge.edges) == 1:
+            views.append(edge.name)
+            edge = edge.edges[0]
+        source = None
+        if type(edge) is autograd.Context:
+            source = f"the output of {edge.label or edge.name}"
+        elif edge is not None:
+            label = sites.leaf_labels(node).get(id(edge))
+            source = f"the leaf {label or edge.shape}" + (f" through {', '.join(views)}" if views else "")
+        return created_at(node), module_path(node), source
+
     def after_backward(self, node, grad_output, grad_inputs, summed):
         for tool in list(_tools):
             tool.after_backward(node, grad_output, grad_inputs, summed)

@@ -37,6 +37,11 @@ DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
 MACHINE_FILES = ("/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/sys/devices/system/cpu", "/sys/fs/cgroup")
 
 
+class IsolationError(PermissionError):
+    """Student code cannot be fenced in as asked (no other user can run the Python, or the
+    machine allows only a weaker level than the teacher accepts)."""
+
+
 def rank(level):
     if level not in LEVELS:
         raise ValueError(f"isolation level {level!r}: choose one of {', '.join(LEVELS)}")

@@ -23,7 +23,6 @@ What fences the worker in is in isolation.py (the levels) and the README, "For t
   of the worker's user id is killed and its files in /tmp, /var/tmp and /dev/shm removed.
 """
 
-import ctypes
 import os
 import pathlib
 import secrets
@@ -37,6 +36,9 @@ import tempfile
 import time
 
 from . import isolation
+from .isolation import IsolationError
+from .processes import _descendants, _is_alive, _processes, become_subreaper, kill_descendants  # noqa: F401
+from .uids import FIRST_UID, _drop_to, _remove_files_of, _reservation, _unused_uid  # noqa: F401
 from .worker import MAX_MESSAGE, decode, encode
 
 PACKAGES = ("minitensor", "models", "demos", "benchmarks")  # what a graded copy contributes
@@ -48,9 +50,6 @@ DISK_MB = 512  # what a worker may leave in its writable folders
 OPEN_FILES = 256
 PROCESSES = 128  # a worker's own processes and threads (beyond what its user already runs)
 START_SECONDS = 120.0  # a worker's start-up (Python, NumPy, the copy's import): not part of any test's time
-FIRST_UID = 61_000  # where the search for an unused user id starts, when grading as root
-UID_RANGE = 5_000
-SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")  # where any user may write
 
 
 class StudentError(Exception):
@@ -63,186 +62,6 @@ class WorkerTimedOut(BaseException):
 
 class WorkerDied(Exception):
     """The worker ended during a call (a crash, `os._exit`, a resource limit)."""
-
-
-class IsolationError(PermissionError):
-    """Student code cannot be fenced in as asked (no other user can run the Python, or the
-    machine allows only a weaker level than the teacher accepts)."""
-
-
-def become_subreaper():
-    """Make this process the child subreaper (Linux): orphaned descendants are reparented to
-    it instead of to init, so `kill_descendants` finds a worker's detached children too."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass  # not Linux: the process groups are still killed
-
-
-def _processes():
-    """{pid: (parent pid, real uid)} of every process this one can see."""
-    table = {}
-    for entry in pathlib.Path("/proc").iterdir() if pathlib.Path("/proc").is_dir() else ():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        table[int(entry.name)] = (int(fields["PPid"]), int(fields["Uid"].split()[0]))
-    return table
-
-
-def kill_descendants(uid=None, only_uid=False):
-    """SIGKILL every descendant of this process (and, with `uid`, every process of that user;
-    with only_uid, those alone), until none is left; reap them."""
-    me = os.getpid()
-    for _ in range(50):
-        table = _processes()
-        children = {}
-        for pid, (parent, _) in table.items():
-            children.setdefault(parent, []).append(pid)
-        doomed, stack = set(), [] if only_uid else list(children.get(me, []))
-        while stack:
-            pid = stack.pop()
-            doomed.add(pid)
-            stack += children.get(pid, [])
-        if uid is not None:
-            doomed |= {pid for pid, (_, owner) in table.items() if owner == uid and pid != me}
-        alive = [pid for pid in doomed if _is_alive(pid)]
-        if not alive:
-            return
-        for pid in alive:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        _reap()
-        time.sleep(0.02)
-
-
-def _is_alive(pid):
-    try:
-        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
-def _started(pid):
-    """When process `pid` started (clock ticks since boot), or None: a pid and its start time
-    name one process, even after the pid is reused."""
-    try:
-        return int(pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _descendants(root):
-    """Every process under `root`, by the parent links of the process table."""
-    children = {}
-    for pid, (parent, _) in _processes().items():
-        children.setdefault(parent, []).append(pid)
-    found, stack = [], list(children.get(root, []))
-    while stack:
-        pid = stack.pop()
-        found.append(pid)
-        stack += children.get(pid, [])
-    return found
-
-
-def _reap():
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
-# ----------------------------------------------------------------------------
-# User ids for workers, when grading as root
-# ----------------------------------------------------------------------------
-
-
-def _reservation(uid):
-    return os.path.join(tempfile.gettempdir(), f".minitensor-worker-uid-{uid}")
-
-
-def _stale(path):
-    """Whether a reservation's grader is gone. A file that names no process (an older grader's,
-    or one cut short) is stale only after a day: a live grader of another version may hold it."""
-    try:
-        pid, started = (int(n) for n in pathlib.Path(path).read_text().split())
-    except (OSError, ValueError):
-        try:
-            return time.time() - os.lstat(path).st_mtime > 86_400
-        except OSError:
-            return False
-    return _started(pid) != started
-
-
-def _unused_uid():
-    """A user id no account has and no process runs as, reserved (a file made with O_EXCL that
-    names this process) so that two sandboxes at once never share one. A reservation whose
-    process is gone is reclaimed: its user's processes killed, the file removed."""
-    import pwd
-
-    taken = {owner for _, owner in _processes().values()}
-    for uid in range(FIRST_UID, FIRST_UID + UID_RANGE):
-        try:
-            pwd.getpwuid(uid)
-            continue
-        except KeyError:
-            pass
-        path = _reservation(uid)
-        if os.path.exists(path) and _stale(path):
-            kill_descendants(uid, only_uid=True)
-            _remove_files_of(uid)
-            try:
-                os.remove(path)
-            except OSError:
-                pass
-        if uid in taken and not os.path.exists(path):
-            continue
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
-        except FileExistsError:
-            continue
-        with os.fdopen(fd, "w") as file:
-            file.write(f"{os.getpid()} {_started(os.getpid())}\n")
-        return uid
-    raise IsolationError(f"no unused user id to run student code as in {FIRST_UID}..{FIRST_UID + UID_RANGE - 1}")
-
-
-def _remove_files_of(uid):
-    """Remove what user `uid` left at the top of the shared temporary folders (the only places
-    there it can write): a worker's files must not reach the next run."""
-    for top in SHARED_TMP:
-        try:
-            entries = list(os.scandir(top))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    os.remove(entry.path)
-            except OSError:
-                pass
-
-
-def _drop_to(uid):
-    def drop():
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-    return drop
 
 
 def _size_mb(folder):

@@ -6,6 +6,8 @@ import sys
 import numpy as np
 import pytest
 
+from minitensor.gradcheck import UncheckedLeavesWarning
+
 import minitensor as mt
 from minitensor import autograd
 from models.attention import causal_mask
@@ -152,7 +154,8 @@ class Scale(mt.nn.Module):
 def test_gradcheck_checks_every_leaf_when_asked_and_names_the_parameter():
     scale = Scale()
     x = mt.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
-    assert mt.gradcheck(lambda x: scale(x), x)  # the inputs alone are right
+    with pytest.warns(UncheckedLeavesWarning, match=r"1 leaf that require grad.*scale\.w.*leaves=\"all\""):
+        assert mt.gradcheck(lambda x: scale(x), x)  # the inputs alone are right, and it says what it left out
     with pytest.raises(mt.GradcheckError, match=r"gradcheck failed for scale\.w of <lambda> \(shape \(3,\)\)"):
         mt.gradcheck(lambda x: scale(x), x, leaves="all")
     assert scale.w.dtype == np.float32 and scale.w.grad is None  # restored after the check

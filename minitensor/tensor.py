@@ -247,8 +247,7 @@ class Tensor:
 
     def float(self):
         return self.to(np.float32)
-
-    def double(self):
+    def double(self):  # noqa: E301  (float and double: a pair)
         return self.to(np.float64)
 
     # -- autograd -------------------------------------------------------------
@@ -290,12 +289,13 @@ class Tensor:
     # -- arithmetic -----------------------------------------------------------
 
     def _coerce(self, other):
-        """A Python number or an array as a Tensor; a Python float takes self's float dtype."""
+        """A number or an array as a Tensor; a number (a NumPy scalar too, as in PyTorch) takes self's float dtype."""
         if isinstance(other, Tensor):
             return other
         if other is None:
             raise TypeError(f"an operand is None, not a number or a tensor (the other has shape {self.shape})")
-        if isinstance(other, (bool, int, float)) and not isinstance(other, np.generic):
+        other = other.item() if isinstance(other, (np.bool_, np.integer, np.floating)) else other  # np.sqrt(d_k)
+        if isinstance(other, (bool, int, float)):
             dtype = self.dtype if self.dtype.kind in "fc" else np.result_type(self.dtype, other)
             return Tensor._from_op(np.array(other, dtype=dtype), None)
         return Tensor(other)

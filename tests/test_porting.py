@@ -446,3 +446,43 @@ def test_malformed_calls_raise_a_clear_error_before_anything_changes(call):
             assert not str(error).startswith("'"), f"{call} with {name}: {error!r} (Python's generic message)"
         except Exception as error:  # noqa: BLE001
             pytest.fail(f"{call} with {name}: {error!r}")
+
+
+# ---------------------------------------------------------------------------
+# Found by a blind fuzzer against PyTorch (issue 32's review)
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("bias_shape", [(3, 5), (1, 3, 5), (5,)])
+def test_a_learned_float_attention_bias_gets_pytorchs_gradient(is_causal, bias_shape):
+    rng = np.random.default_rng(1)
+    q, k, v = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 5, 4)), rng.standard_normal((2, 5, 4))
+    bias, upstream = rng.standard_normal(bias_shape), rng.standard_normal((2, 3, 4))
+    theirs = [torch.tensor(a, requires_grad=True) for a in (q, k, v, bias)]
+    mask = theirs[3]
+    if is_causal:  # PyTorch refuses attn_mask with is_causal: the same mask, written out (top-left)
+        mask = mask + torch.triu(torch.full((3, 5), float("-inf"), dtype=torch.float64), 1)
+    torch.nn.functional.scaled_dot_product_attention(*theirs[:3], attn_mask=mask).backward(torch.tensor(upstream))
+    ours = [mt.tensor(a, requires_grad=True) for a in (q, k, v, bias)]
+    F.scaled_dot_product_attention(*ours[:3], attn_mask=ours[3], is_causal=is_causal).backward(upstream)
+    for mine, reference in zip(ours, theirs):
+        np.testing.assert_allclose(mine.grad, reference.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_a_numpy_scalar_keeps_a_float32_tensor_float32_as_in_pytorch():
+    x = mt.tensor(np.ones((2, 3), np.float32), requires_grad=True)
+    for y in (x / np.sqrt(4.0), x * np.float64(2), x ** np.float64(2), np.float64(2) * x, x - np.float32(1)):
+        assert y.dtype == np.float32
+    assert (torch.ones(2) / np.sqrt(4.0)).dtype == torch.float32  # PyTorch's rule, checked here
+
+
+@pytest.mark.parametrize("function", ["softmax", "log_softmax"])
+def test_softmax_without_dim_is_refused_where_pytorchs_implicit_axis_is_not_the_last(function):
+    x = mt.tensor(np.random.default_rng(0).standard_normal((2, 3, 4)))
+    with pytest.raises(TypeError, match=rf"{function}: say which axis for an input of shape \(2, 3, 4\).*dim=0"):
+        getattr(F, function)(x)
+    two_d = np.random.default_rng(0).standard_normal((3, 4))
+    with pytest.warns(UserWarning):  # PyTorch's deprecation warning; its choice for 2 axes is the last one
+        expected = getattr(torch.nn.functional, function)(torch.tensor(two_d))
+    np.testing.assert_allclose(getattr(F, function)(mt.tensor(two_d)).data, expected.numpy(), rtol=1e-12)

@@ -115,7 +115,8 @@ def rehearse(archive, submission, python=None, keep=None):
             zipped.extractall(root / "source")
         shutil.copytree(submission, root / "submission", symlinks=True)  # links stay links: the grader refuses them
         (root / "source" / "run_autograder").chmod(0o755)
-        env = dict(os.environ, AUTOGRADER_ROOT=str(root), PYTHON=sys.executable, WORKER_PYTHON=python or sys.executable)
+        worker = python or os.environ.get("MINITENSOR_WORKER_PYTHON") or sys.executable
+        env = dict(os.environ, AUTOGRADER_ROOT=str(root), PYTHON=sys.executable, WORKER_PYTHON=worker)
         subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, check=True)
         return json.loads((root / "results" / "results.json").read_text())
     finally:

@@ -32,13 +32,25 @@ def silu(x):
     return ops.SiLU.apply(x)
 
 
-def softmax(x, axis=-1, *, dim=None):
-    """Softmax along axis; dim= is axis= (PyTorch's name)."""
-    return ops.Softmax.apply(x, axis=axis_or_dim(axis, dim, "softmax", -1))
+def softmax(x, axis=None, *, dim=None):
+    """Softmax along axis; dim= is axis= (PyTorch's name). Without either, the last axis, for
+    inputs of up to 2 axes; for more, say which (_implicit_axis)."""
+    return ops.Softmax.apply(x, axis=_implicit_axis(x, axis_or_dim(axis, dim, "softmax", None), "softmax"))
 
 
-def log_softmax(x, axis=-1, *, dim=None):
-    return ops.LogSoftmax.apply(x, axis=axis_or_dim(axis, dim, "log_softmax", -1))
+def log_softmax(x, axis=None, *, dim=None):
+    return ops.LogSoftmax.apply(x, axis=_implicit_axis(x, axis_or_dim(axis, dim, "log_softmax", None), "log_softmax"))
+
+
+def _implicit_axis(x, axis, op):
+    """PyTorch's F.softmax without dim picks dim 0 for 3-D inputs and dim 1 for 4-D ones (with a
+    deprecation warning): a ported call would silently normalise another axis here, so it is refused."""
+    if axis is not None:
+        return axis
+    if x.ndim > 2:
+        raise TypeError(f"{op}: say which axis for an input of shape {x.shape} (dim=-1 for the last): PyTorch's "
+                        f"implicit choice for {x.ndim} axes is dim={0 if x.ndim == 3 else 1}, not the last")
+    return -1
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -75,9 +87,30 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
     if causal_alignment not in ("top_left", "bottom_right"):
         raise ValueError(f"scaled_dot_product_attention: causal_alignment must be 'top_left' or 'bottom_right', "
                          f"got {causal_alignment!r}")
+    bias = attn_mask if attn_mask is not None else mask
+    if isinstance(bias, Tensor) and bias.requires_grad:  # a learned bias (relative positions, ALiBi): it trains
+        return _attention_with_learned_bias(q, k, v, bias, scale, is_causal, causal_alignment)
     if is_causal and causal_alignment == "top_left" and q.shape[-2] != k.shape[-2]:
         hidden, is_causal = _with_top_left_causal(hidden, q, k), False
     return ops.Attention.apply(q, k, v, mask=hidden, scale=scale, is_causal=is_causal)
+
+
+def _attention_with_learned_bias(q, k, v, bias, scale, is_causal, causal_alignment):
+    """softmax(q k^T * scale + bias) v written with the ops (not the fused kernel, which takes a
+    mask as a constant), so that the bias gets its gradient: dL/dbias is dL/dscores, summed over
+    the axes the bias was broadcast along (the engine's unbroadcast)."""
+    if bias.dtype.kind != "f":
+        raise TypeError(f"scaled_dot_product_attention: a mask that requires grad must be a float bias (added to "
+                        f"the scores), got dtype {bias.dtype}")
+    queries, keys = q.shape[-2], k.shape[-2]
+    check_mask(bias.data, q.shape[:-2] + (queries, keys), "scaled_dot_product_attention", scores_dtype=q.dtype)
+    scale = default_scale(q.shape[-1]) if scale is None else scale
+    scores = (q * scale) @ k.swapaxes(-1, -2) + bias.to(q.dtype)  # (..., Tq, Tk): the scores keep their dtype
+    if is_causal:
+        offset = 0 if causal_alignment == "top_left" else keys - queries
+        future = np.triu(np.ones((queries, keys), dtype=bool), k=1 + offset)
+        scores = scores.masked_fill(future, -np.inf)
+    return scores.softmax(axis=-1) @ v
 
 
 def _with_top_left_causal(hidden, q, k):

@@ -122,3 +122,26 @@ def test_detect_anomaly_names_a_causal_mask_that_hides_the_diagonal():
     with pytest.raises(mt.debug.AnomalyError, match=r"is_causal=True, that hides the diagonal too"):
         with mt.debug.detect_anomaly():
             mt.F.scaled_dot_product_attention(q, k, v, mask=hides_diagonal_too).sum().backward()
+
+
+def test_a_per_op_check_at_a_kink_judges_only_what_a_difference_can_judge():
+    """find_wrong_op meets each op at the inputs it was given: the outer relu of relu(relu(x)) at
+    the inner one's exact zeros, a kink. Any slope between the one-sided ones is right there (a
+    subgradient); one outside them is still a wrong backward."""
+    x = mt.tensor(np.random.default_rng(5).standard_normal((4, 6)), requires_grad=True)
+    assert mt.debug.find_wrong_op(lambda x: x.relu().relu().sum(), x) is None
+    assert mt.debug.find_wrong_op(lambda x: (x.relu() * x).sum(), x) is None
+
+    class SteepAtZero(mt.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return np.maximum(a, 0)
+
+        @staticmethod
+        def backward(ctx, grad):
+            (a,) = ctx.saved_tensors
+            return grad * np.where(a == 0, 5.0, a > 0)  # 5 at the kink: outside [0, 1]
+
+    found = mt.debug.find_wrong_op(lambda x: SteepAtZero.apply(x.relu()).sum(), x)
+    assert found is not None and "SteepAtZero" in str(found)

@@ -438,7 +438,7 @@ def _pass_to_inputs(node, grad_inputs, pending, leaf_grads):
             if not (hasattr(grad_input, "shape") and hasattr(grad_input, "dtype")):
                 raise errors.not_an_array(node, grad_inputs, grad_input)
         if grad_input.shape != shape:
-            if not _fits(shape, grad_input.shape):  # the op's backward is wrong: say so before unbroadcast tries
+            if not _fits(shape, grad_input.shape, node.output_shape):  # the op's backward is wrong: say so
                 # hook: mt.debug says where the node was made and where the input came from
                 where = _observer.site_of(node, len(summed)) if _observer is not None else (None,) * 3
                 raise errors.wrong_gradient_shape(node, len(summed), grad_input.shape, shape, where)
@@ -458,13 +458,20 @@ def _pass_to_inputs(node, grad_inputs, pending, leaf_grads):
 _ndarray = np.ndarray
 
 
-def _fits(shape, grad_shape):
+def _fits(shape, grad_shape, output_shape):
     """Whether an input of `shape` broadcasts to a gradient of `grad_shape` (then unbroadcast
-    can sum the gradient down to it; else the op's backward returned a wrong shape)."""
+    can sum the gradient down to it; else the op's backward returned a wrong shape), with any
+    leading axes the gradient adds being the output's (broadcasting in forward is what adds
+    them: a (3, 4, 5) gradient for a (4, 5) input of a (4, 5) output is a wrong backward)."""
     try:
-        return np.broadcast_shapes(shape, grad_shape) == tuple(grad_shape)
+        fits = np.broadcast_shapes(shape, grad_shape) == tuple(grad_shape)
     except ValueError:
         return False
+    added = len(grad_shape) - len(shape)
+    if not fits or added <= 0 or output_shape is None:
+        return fits
+    out = tuple(output_shape)
+    return len(grad_shape) <= len(out) and tuple(grad_shape[:added]) == out[len(out) - len(grad_shape):][:added]
 
 
 def _accumulate_leaf(leaf, grad):

@@ -112,9 +112,15 @@ def wrong_gradient_shape(node, position, returned, expected, where):
     names = node.input_names
     name = names[position] if position < len(names) else f"input {position}"
     made_at, module, source = where
+    try:
+        broadcasts = np.broadcast_shapes(expected, returned) == returned
+    except ValueError:
+        broadcasts = False
+    why = (f"its leading axes {returned[:len(returned) - len(expected)]} are not the output's "
+           f"{tuple(node.output_shape)}, so no broadcasting in forward made them" if broadcasts else
+           f"{expected} does not broadcast to {returned}, so no summing can make it fit")
     lines = [f"{node.name}.backward returned a gradient of shape {returned} for its input {name} "
-             f"(input {position}{', ' + source if source else ''}), which has shape {expected}: "
-             f"{expected} does not broadcast to {returned}, so no summing can make it fit"]
+             f"(input {position}{', ' + source if source else ''}), which has shape {expected}: {why}"]
     if module:
         lines.append(f"  in module {module}")
     if made_at:

@@ -132,3 +132,23 @@ def test_break_on_nan_meets_a_wrong_shape_and_the_engine_names_it(monkeypatch):
     with pytest.raises(GradientShapeError, match=r"TransposedMatMul\.backward returned a gradient of shape \(5, 3\)"):
         with mt.debug.break_on(nan=True):
             loss_of(x).backward()
+
+
+def test_a_gradient_with_leading_axes_the_output_never_had_is_a_wrong_shape():
+    """A (3, 4, 5) gradient for a (4, 5) input whose output is (4, 5) would be summed down without
+    a word (and be 3x too large); no broadcasting in forward made that axis, so it is refused."""
+    class Wide(mt.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return np.broadcast_to(grad * 2 / 3, (3,) + grad.shape)  # the right total, the wrong shape
+
+    x = mt.tensor(np.ones((4, 5)), requires_grad=True)
+    with pytest.raises(GradientShapeError, match=r"gradient of shape \(3, 4, 5\) .* leading axes \(3,\) are not the output's \(4, 5\)"):
+        Wide.apply(x).sum().backward()
+    a, b = mt.tensor(np.ones((3, 4)), requires_grad=True), mt.tensor(np.ones((2, 4, 5)), requires_grad=True)
+    (a @ b).sum().backward()  # batch axes added by broadcasting in forward: summed down, as before
+    assert a.grad.shape == (3, 4) and np.all(a.grad == 10.0)

@@ -467,11 +467,13 @@ def _fits(shape, grad_shape, output_shape):
         fits = np.broadcast_shapes(shape, grad_shape) == tuple(grad_shape)
     except ValueError:
         return False
-    added = len(grad_shape) - len(shape)
+    added = len(grad_shape) - len(shape)  # leading axes the gradient has and the input has not
     if not fits or added <= 0 or output_shape is None:
         return fits
-    out = tuple(output_shape)
-    return len(grad_shape) <= len(out) and tuple(grad_shape[:added]) == out[len(out) - len(grad_shape):][:added]
+    if len(grad_shape) > len(output_shape):
+        return False
+    output_leading = tuple(output_shape)[len(output_shape) - len(grad_shape):][:added]  # right-aligned, as broadcasting
+    return tuple(grad_shape[:added]) == output_leading
 
 
 def _accumulate_leaf(leaf, grad):

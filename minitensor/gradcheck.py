@@ -343,9 +343,10 @@ def _compare(s, full):
             ratios = relative_error(analytic, numeric, s.atol, s.rtol)
             key = ratios  # which comparison is the worst: a failing one before any passing one
             if noise is not None:  # a group: one element's error is small beside the group's sum
-                strict = _beyond_noise(analytic, numeric, noise) > 1  # judged against the differences' own error
+                beyond = _beyond_noise(analytic, numeric, noise)  # judged against the differences' own error
+                strict = beyond > 1
                 off = off | strict
-                key = np.where(strict, np.maximum(ratios, 1.0) + _beyond_noise(analytic, numeric, noise), ratios)
+                key = np.where(strict, np.maximum(ratios, 1.0) + beyond, ratios)
             failed = failed or bool(off.any())
             at = np.unravel_index(np.argmax(key), key.shape)
             if worst is None or key[at] > worst[0]:

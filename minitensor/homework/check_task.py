@@ -81,8 +81,6 @@ def _accelerated(path, name):
     text = path.read_text()
     lines = text.splitlines()
     firsts = [first for task, first, _, _ in regions(text, str(path)) if task == name]
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.FunctionDef) and "accelerator_for(" in "\n".join(lines[node.lineno - 1 : node.end_lineno]):
-            if any(node.lineno <= first <= node.end_lineno for first in firsts):
-                return True
-    return False
+    functions = [node for node in ast.walk(ast.parse(text)) if isinstance(node, ast.FunctionDef)]
+    return any("accelerator_for(" in "\n".join(lines[node.lineno - 1 : node.end_lineno])
+               and any(node.lineno <= first <= node.end_lineno for first in firsts) for node in functions)

@@ -105,7 +105,7 @@ class Attention(Function):
         """dq, dk, dv given grad = dL/dout, rebuilding each tile's weights from the saved m and l
         (no (..., Tq, Tk) array either).
 
-        With P = exp(S - m) / l (the softmax weights) and D_i = sum_c dout_ic out_ic:
+        With P = exp(S - m) / l (the softmax weights) and D = rowsum(dout * out) (D_i = sum_c dout_ic out_ic):
             dV = P^T dout,   dP = dout V^T,   dS = P * (dP - D),
             dQ = scale * dS K,   dK = scale * dS^T Q.
         Each tile rebuilds W = exp(S - m), so P = W / l; 1 / l goes into the small factors,

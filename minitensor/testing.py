@@ -62,3 +62,35 @@ def assert_matches_torch(mt_fn, torch_fn, *arrays, rtol=1e-5, atol=1e-6, check_g
                 m.grad, t.grad.numpy(), rtol=rtol, atol=atol, err_msg=f"gradients of input {k} differ"
             )
     return mt_out, torch_out
+
+
+def op_forward(function, *arrays, **options):
+    """A Function's own forward on plain arrays, with no accelerator active (what every
+    accelerator's kernel is tested against): (output, node), the node holding what forward
+    saved (node.saved_tensors) and set (node.axis, ...).
+
+        y, node = op_forward(mt.ops.Softmax, x, axis=-1)
+    """
+    from . import backends
+    from .autograd import Context
+
+    node = Context(function, (True,) * len(arrays))
+    with backends.use_backend("numpy"):
+        return function.forward(node, *arrays, **options), node
+
+
+def op_backward(function, grad, saved, **attributes):
+    """A Function's own backward, with no accelerator active, on a node holding the arrays
+    `saved` (as forward saves them) and the `attributes` forward sets:
+
+        dx = op_backward(mt.ops.Softmax, dy, (y,), axis=-1, mask=None)
+    """
+    from . import backends
+    from .autograd import Context
+
+    node = Context(function, (True,) * 3)
+    node.save_for_backward(*saved)
+    for name, value in attributes.items():
+        setattr(node, name, value)
+    with backends.use_backend("numpy"):
+        return function.backward(node, grad)

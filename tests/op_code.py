@@ -1,25 +1,11 @@
 """The ops' own code on plain arrays, called as an accelerator's kernels are: what every kernel is
-tested against. Each function runs its op's forward or backward with no accelerator active, on a
-node (mt.autograd.Context) made for the call, so the lines that run are the ones in minitensor/ops/."""
+tested against. Each function runs its op's forward or backward with no accelerator active
+(mt.testing.op_forward, op_backward), so the lines that run are the ones in minitensor/ops/."""
 
 import minitensor as mt
-from minitensor.autograd import Context
 from minitensor.ops import GELU, Attention, LayerNormFunction, LogSoftmax, Softmax
-
-
-def _forward(function, *arrays, **options):
-    node = Context(function, (True,) * len(arrays))
-    with mt.use_backend("numpy"):
-        return function.forward(node, *arrays, **options), node
-
-
-def _backward(function, grad, saved, **attributes):
-    node = Context(function, (True,) * 3)
-    node.save_for_backward(*saved)
-    for name, value in attributes.items():
-        setattr(node, name, value)
-    with mt.use_backend("numpy"):
-        return function.backward(node, grad)
+from minitensor.testing import op_backward as _backward
+from minitensor.testing import op_forward as _forward
 
 
 def softmax(x, axis=-1, mask=None):

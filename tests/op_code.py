@@ -12,16 +12,16 @@ def softmax(x, axis=-1, mask=None):
     return _forward(Softmax, x, axis=axis, mask=mask)[0]
 
 
-def softmax_backward(y, dy, axis=-1):
-    return _backward(Softmax, dy, (y,), axis=axis, mask=None)
+def softmax_backward(y, grad, axis=-1):
+    return _backward(Softmax, grad, (y,), axis=axis, mask=None)
 
 
 def log_softmax(x, axis=-1):
     return _forward(LogSoftmax, x, axis=axis)[0]
 
 
-def log_softmax_backward(y, dy, axis=-1):
-    return _backward(LogSoftmax, dy, (y,), axis=axis)
+def log_softmax_backward(y, grad, axis=-1):
+    return _backward(LogSoftmax, grad, (y,), axis=axis)
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
@@ -45,12 +45,12 @@ def gelu_backward(x, dy, approximate="none"):
     return _backward(GELU, dy, (x,), approximate=approximate)
 
 
-def attention(q, k, v, mask=None, scale=None, is_causal=False):
+def attention(q, k, v, mask=None, scale=None, is_causal=False):  # (the signature of an accelerator's kernel)
     """(out, (row_max, row_sum)), as an accelerator's attention returns them."""
     out, node = _forward(Attention, q, k, v, mask=mask, scale=scale, is_causal=is_causal)
     return out, node.saved_tensors[4]
 
 
-def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None, is_causal=False):
+def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None, is_causal=False):  # (likewise)
     scale = mt.F.attention_scale(q.shape[-1]) if scale is None else scale
     return _backward(Attention, dout, (q, k, v, out, softmax_stats), mask=mask, scale=scale, is_causal=is_causal)

@@ -20,8 +20,8 @@ TASKS = [
                             "and the weighted sum, as functions of T and d (seed 000, 'Efficient attention'); "
                             "demos/attention_cost.py: weight_operations and attention_operations"),
     ("softmax_backward", "write the Jacobian of softmax along the axis, then its product with grad without "
-                         "building the matrix; you have y (ctx.saved_tensors) and grad; set dx (and LogSoftmax's "
-                         "gradient); ops/softmax.py: Softmax.backward, LogSoftmax.backward"),
+                         "building the matrix; you have y (ctx.saved_tensors) and grad; set dx, and return the "
+                         "gradient of log-softmax too; ops/softmax.py: Softmax.backward, LogSoftmax.backward"),
     ("demo_scaling", "measure, per width d_k, the statistics the seed tabulates for raw and scaled scores "
                      "(seed 000, 'Scaled dot-product attention'): the softmax Jacobian of a row and its norm, "
                      "then the six numbers of a row of the table; demos/scaling.py: jacobian_norm, score_statistics"),

@@ -24,9 +24,9 @@ import sys
 import numpy as np
 
 import minitensor as mt
-from minitensor.backends import numpy_backend as ref
 
 from .common import best_seconds, describe_machine, ratio, run_worker
+from .common import op_code as ref
 
 SIDES = ("minitensor (numba)", "minitensor (numpy)", "hand-written NumPy", "PyTorch eager")
 ROUNDS = int(os.environ.get("MINITENSOR_BENCH_ROUNDS", "3"))
@@ -73,16 +73,16 @@ def handwritten(ours, x, dout):
         return z.transpose(0, 2, 1, 3).reshape(B, T, D)
 
     # forward
-    a, mu1, r1 = ref.layer_norm(x, p["ln1.weight"], p["ln1.bias"])
+    a, mu1, r1 = ref.layer_norm(x, p["ln1.weight"], p["ln1.bias"], 1e-5)
     q = heads(a @ p["attn.w_q.weight"].T + p["attn.w_q.bias"])
     k = heads(a @ p["attn.w_k.weight"].T + p["attn.w_k.bias"])
     v = heads(a @ p["attn.w_v.weight"].T + p["attn.w_v.bias"])
     probs = ref.softmax(q @ k.transpose(0, 1, 3, 2) * scale, -1, causal)  # (B, H, T, T)
     o = merge(probs @ v)
     h = x + o @ p["attn.w_o.weight"].T + p["attn.w_o.bias"]
-    c, mu2, r2 = ref.layer_norm(h, p["ln2.weight"], p["ln2.bias"])
+    c, mu2, r2 = ref.layer_norm(h, p["ln2.weight"], p["ln2.bias"], 1e-5)
     f1 = c @ p["mlp.fc1.weight"].T + p["mlp.fc1.bias"]
-    g = ref.gelu(f1)
+    g = ref.gelu(f1, "none")
     out = h + g @ p["mlp.fc2.weight"].T + p["mlp.fc2.bias"]
 
     # backward
@@ -95,7 +95,7 @@ def handwritten(ours, x, dout):
 
     dh_ = dout.copy()
     dg = linear_back(dout, g, "mlp.fc2")
-    dc = linear_back(ref.gelu_backward(f1, dg), c, "mlp.fc1")
+    dc = linear_back(ref.gelu_backward(f1, dg, "none"), c, "mlp.fc1")
     dh_norm, grads["ln2.weight"], grads["ln2.bias"] = ref.layer_norm_backward(dc, h, p["ln2.weight"], mu2, r2)
     dh_ += dh_norm
     do = heads(linear_back(dh_, o, "attn.w_o"))

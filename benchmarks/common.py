@@ -8,6 +8,8 @@ import subprocess
 import sys
 
 from minitensor.timing import best_seconds, peak_memory_mb  # noqa: F401 (peak_memory_mb: for kernels and train)
+from minitensor import ops
+from minitensor.testing import op_backward, op_forward
 
 
 def describe_machine():
@@ -110,3 +112,33 @@ def bandwidth_floor(bytes_moved, reference_seconds, peaks):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"] and sys.argv[2].startswith("peak-"):
         _peak_worker(sys.argv[2].removeprefix("peak-"))
+
+
+class op_code:
+    """The fused ops' own code on arrays (minitensor/ops/, no accelerator), with the signatures of an
+    accelerator's kernels, so that a benchmark times it beside Numba's."""
+
+    @staticmethod
+    def softmax(x, axis, mask=None):
+        return op_forward(ops.Softmax, x, axis=axis, mask=mask)[0]
+
+    @staticmethod
+    def softmax_backward(y, dy, axis):
+        return op_backward(ops.Softmax, dy, (y,), axis=axis, mask=None)
+
+    @staticmethod
+    def layer_norm(x, weight, bias, eps):
+        y, node = op_forward(ops.LayerNormFunction, x, weight, bias, eps=eps)
+        return (y, *node.saved_tensors[2:])  # y, mean, rstd
+
+    @staticmethod
+    def layer_norm_backward(dy, x, weight, mean, rstd):
+        return op_backward(ops.LayerNormFunction, dy, (x, weight, mean, rstd))
+
+    @staticmethod
+    def gelu(x, approximate):
+        return op_forward(ops.GELU, x, approximate=approximate)[0]
+
+    @staticmethod
+    def gelu_backward(x, dy, approximate):
+        return op_backward(ops.GELU, dy, (x,), approximate=approximate)

@@ -232,7 +232,8 @@ def test_the_student_copy_is_what_a_student_needs(student):
     assert json.loads((student / homework.STUDENT_MARK).read_text())["tasks_to_do"] == homework.TASK_NAMES
     numba_source = (student / "minitensor" / "backends" / "numba_backend" / "softmax_rows.py").read_text()
     assert "def _softmax_backward_rows(*args, **kwargs):" in numba_source and "use the numpy backend" in numba_source
-    assert "x_hat_i x_hat_j" not in (student / "models" / "layernorm.py").read_text()  # the derivation went too
+    assert "x_hat_i x_hat_j" not in (student / "minitensor" / "ops" / "normalization.py").read_text()  # the derivation
+    assert "delta_ij - y_j" not in (student / "minitensor" / "ops" / "softmax.py").read_text()  # went with each task
     for path in homework.marked_files(student):
         for line in path.read_text().splitlines():
             assert not homework.BEGIN.match(line) and not homework.END.match(line), path
@@ -307,7 +308,8 @@ def _replace_region(path, task, new_lines):
 
 def test_a_failed_backward_task_names_the_worst_element_not_a_traceback(tmp_path):
     copy = homework.strip(tmp_path / "student", keep=homework.TASK_NAMES)
-    _replace_region(copy / "minitensor" / "backends" / "numpy_backend.py", "softmax_backward", ["return y * dy"])
+    _replace_region(copy / "minitensor" / "ops" / "softmax.py", "softmax_backward", ["(y,) = ctx.saved_tensors",
+                                                                                      "dx = y * grad"])
     ok, rows, table = grade(copy, task="softmax_backward", verbose=True)  # what "to see why" prints
     assert not ok and [row.task for row in rows] == ["softmax_backward"] and rows[0].total == 4
     assert rows[0].status == "failed"
@@ -524,8 +526,8 @@ CHEATS = {
         "class _Liar(_np.ndarray):\n"
         "    def __eq__(self, other):\n        return _np.ones(self.shape, bool)\n"
         "    def __array_ufunc__(self, *args, **kwargs):\n        return _np.zeros(()).view(_Liar)\n"
-        "from minitensor.backends import numpy_backend as _nb\n"
-        "_nb.softmax_backward = lambda y, dy, axis=-1: _np.zeros_like(y).view(_Liar)\n"),
+        "from minitensor.ops import Softmax as _Softmax\n"
+        "_Softmax.backward = staticmethod(lambda ctx, grad: _np.zeros_like(grad).view(_Liar))\n"),
     # PyTorch's autograd doing the student's backward
     "torch in student code": (
         "def _torch_softmax_backward(y, dy, axis=-1):\n"
@@ -533,11 +535,11 @@ CHEATS = {
         "    t = torch.tensor(y).log().requires_grad_()\n"
         "    torch.softmax(t, axis).backward(torch.tensor(dy))\n"
         "    return t.grad.numpy()\n"
-        "from minitensor.backends import numpy_backend as _nb\n"
-        "_nb.softmax_backward = _torch_softmax_backward\n"),
+        "from minitensor.ops import Softmax as _Softmax\n"
+        "_Softmax.backward = staticmethod(lambda ctx, grad: _torch_softmax_backward(ctx.saved_tensors[0], grad, ctx.axis))\n"),
     # the process ended from inside one task
-    "os._exit in a task": "import minitensor.backends.numpy_backend as _nb, os\n"
-                          "_nb.softmax_backward = lambda *a, **k: os._exit(0)\n",
+    "os._exit in a task": "import os\nfrom minitensor.ops import Softmax as _Softmax\n"
+                          "_Softmax.backward = staticmethod(lambda *a, **k: os._exit(0))\n",
     # the grader killed from the worker, before it can write a result
     "kill the grader": "import os, signal\n"
                        "try:\n    os.kill(os.getppid(), signal.SIGKILL)\nexcept OSError:\n    pass\n",
@@ -565,9 +567,9 @@ CHEATS = {
         "    for root in roots + ['/work', '/home', '/root', '/opt', '/srv', '/tmp']:\n"
         "        for folder, folders, names in _os.walk(root):\n"
         "            folders[:] = [f for f in folders if f not in ('.git', 'site-packages', '__pycache__', 'proc')]\n"
-        "            if 'numpy_backend.py' in names:\n"
+        "            if 'softmax.py' in names:\n"
         "                try:\n"
-        "                    text = open(_os.path.join(folder, 'numpy_backend.py')).read()\n"
+        "                    text = open(_os.path.join(folder, 'softmax.py')).read()\n"
         "                except OSError:\n"
         "                    continue\n"
         "                if 'BEGIN SOLUTION softmax_backward' in text:\n"
@@ -575,12 +577,15 @@ CHEATS = {
         "_text = _solved_file()\n"
         "if _text:\n"
         "    import numpy as _np\n"
-        "    from minitensor.backends import numpy_backend as _nb\n"
+        "    from minitensor import backends as _backends\n"
+        "    from minitensor.ops import Softmax as _Softmax\n"
         "    _tree = _ast.parse(_text)\n"
-        "    _def = [n for n in _tree.body if isinstance(n, _ast.FunctionDef) and n.name == 'softmax_backward']\n"
-        "    _space = {'np': _np}\n"
+        "    _class = next(n for n in _tree.body if isinstance(n, _ast.ClassDef) and n.name == 'Softmax')\n"
+        "    _def = [n for n in _class.body if isinstance(n, _ast.FunctionDef) and n.name == 'backward']\n"
+        "    _def[0].decorator_list = []\n"
+        "    _space = {'np': _np, 'backends': _backends}\n"
         "    exec(compile(_ast.Module(body=_def, type_ignores=[]), 'solved', 'exec'), _space)\n"
-        "    _nb.softmax_backward = _space['softmax_backward']\n"),
+        "    _Softmax.backward = staticmethod(_space['backward'])\n"),
     # the grader's own copy of the comparisons rewritten, wherever a worker can reach it
     "rewrite the grader's comparisons": (
         "import os as _os\n"
@@ -613,8 +618,8 @@ CHEATS = {
         "    t = torch.tensor(y).log().requires_grad_()\n"
         "    torch.softmax(t, axis).backward(torch.tensor(dy))\n"
         "    return t.grad.numpy()\n"
-        "from minitensor.backends import numpy_backend as _nb\n"
-        "_nb.softmax_backward = _by_torch\n"),
+        "from minitensor.ops import Softmax as _Softmax\n"
+        "_Softmax.backward = staticmethod(lambda ctx, grad: _by_torch(ctx.saved_tensors[0], grad, ctx.axis))\n"),
 }
 
 
@@ -804,7 +809,8 @@ for _cls in _NUMERICAL:
 ENGINE_BACKWARD = '''
 import numpy as _np
 import minitensor as _mt
-from minitensor.backends import numpy_backend as _nb
+from minitensor.ops import attention as _at
+from minitensor.ops import normalization as _lnf
 from minitensor.ops import softmax as _sm
 
 
@@ -816,7 +822,6 @@ def _softmax_grad(y, dy, axis):
     return x.grad
 
 
-_nb.softmax_backward = lambda y, dy, axis=-1: _softmax_grad(y, dy, axis)
 _sm.Softmax.backward = staticmethod(lambda ctx, grad: _softmax_grad(ctx.saved_tensors[0], grad, ctx.axis))
 
 
@@ -830,7 +835,13 @@ def _layer_norm_grad(dy, x, weight, mean, rstd):
     return tensors[0].grad, tensors[1].grad, tensors[2].grad
 
 
-_nb.layer_norm_backward = _layer_norm_grad
+def _layer_norm_backward(ctx, grad):
+    x, weight, mean, rstd = ctx.saved_tensors
+    dx, dweight, dbias = _layer_norm_grad(grad, x, weight, mean, rstd)
+    return dx if weight is None else (dx, dweight, dbias)
+
+
+_lnf.LayerNormFunction.backward = staticmethod(_layer_norm_backward)
 
 
 def _scores(q, k, mask, scale, is_causal):
@@ -859,7 +870,19 @@ def _full_attention_backward(q, k, v, out, stats, dout, mask=None, scale=None, i
     return tq.grad, tk.grad, tv.grad
 
 
-_nb.attention, _nb.attention_backward = _full_attention, _full_attention_backward
+def _attention_forward(ctx, q, k, v, mask=None, scale=None, is_causal=False):
+    out, stats = _full_attention(q, k, v, mask, scale, is_causal)
+    ctx.save_for_backward(q, k, v, out, stats)
+    ctx.mask, ctx.scale, ctx.is_causal = mask, scale, is_causal
+    return out
+
+
+def _attention_backward(ctx, grad):
+    q, k, v, out, stats = ctx.saved_tensors
+    return _full_attention_backward(q, k, v, out, stats, grad, ctx.mask, ctx.scale, ctx.is_causal)
+
+
+_at.Attention.forward, _at.Attention.backward = staticmethod(_attention_forward), staticmethod(_attention_backward)
 '''
 
 STORED_COUNTS = ("    return {f'multi-head ({heads} KV heads)': 2621440, 'grouped-query (8 KV heads)': 327680, "

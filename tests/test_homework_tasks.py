@@ -272,9 +272,15 @@ def probe_module(kind, d, heads, weights, x, upstream):
 
 
 def probe_tiled_attention(q, k, v, mask, is_causal):
-    from minitensor.backends import numpy_backend
+    """Attention's own forward (no accelerator) on arrays, with what it saves for backward."""
+    import minitensor as mt
+    from minitensor.autograd import Context
+    from minitensor.ops.attention import Attention
 
-    out, (row_max, row_sum) = numpy_backend.attention(q, k, v, mask, None, is_causal)
+    node = Context(Attention, (False, False, False))
+    with mt.use_backend("numpy"):
+        out = Attention.forward(node, q, k, v, mask=mask, is_causal=is_causal)
+    row_max, row_sum = node.saved_tensors[4]
     return {"out": out, "row_max": row_max, "row_sum": row_sum}
 
 

@@ -1,17 +1,17 @@
-"""The NumPy reference kernels against the definitions they implement, each under its own name.
+"""The fused ops' own code against the definitions they implement, each under its own name.
 
-test_backends.py holds every other backend against the reference, so a broken reference
-(a wrong softmax backward, or tiled attention that mishandles a later tile) fails there
-as a Numba failure and blames the wrong kernel. Here the reference meets the composed
-definition: the engine differentiating exp, sum, division and matmul, which never call a
-backend kernel. Attention runs over more than one tile of keys (KEY_TILE), where the online
+test_backends.py holds every accelerator against the ops' own code, so a broken op (a wrong
+softmax backward, or tiled attention that mishandles a later tile) fails there as a Numba
+failure and blames the wrong kernel. Here the op's code meets the composed definition: the
+engine differentiating exp, sum, division and matmul, which no accelerator stands in for. Attention runs over more than one tile of keys (KEY_TILE), where the online
 softmax has to rescale what it summed so far."""
 
 import numpy as np
 import pytest
 
 import minitensor as mt
-from minitensor.backends import numpy_backend as reference
+import op_code as reference  # the ops' own code on arrays
+from minitensor.ops.attention import KEY_TILE
 from models.attention import causal_mask
 
 
@@ -53,7 +53,7 @@ def materialised_attention(q, k, v, hidden, bias):
     return composed_softmax(scores, -1, hidden) @ v
 
 
-TK = 2 * reference.KEY_TILE + 37  # three tiles of keys, the last one partial
+TK = 2 * KEY_TILE + 37  # three tiles of keys, the last one partial
 
 
 @pytest.mark.parametrize("tq, mask_kind, is_causal", [

@@ -1,23 +1,33 @@
-"""Backends: the hot kernels behind one small interface, and which one is active.
+"""Backends are accelerators: faster kernels an op may use instead of its own code.
 
-A backend is a module with the same functions in each implementation:
-    xp, name, matmul, softmax, softmax_backward, log_softmax, log_softmax_backward,
-    layer_norm, layer_norm_backward, gelu, gelu_backward, attention, attention_backward
-Ops call `active()` for these; nothing else knows which backend is active.
+Every op computes its forward and backward itself, on plain arrays (minitensor/ops/), so that a
+student who stops in Softmax.backward reads the formula there. An accelerator is a module that
+supplies faster versions of some of those computations, with the same results:
 
-    mt.set_backend("numba")            # for the rest of the program
-    with mt.use_backend("numpy"):      # for a block (step into the reference kernels)
+    KERNELS = softmax, softmax_backward, log_softmax, log_softmax_backward, layer_norm,
+              layer_norm_backward, gelu, gelu_backward, attention, attention_backward
+
+An op asks `accelerator_for("softmax_backward", y, grad)`: it gets the active accelerator's
+kernel, or None, and then runs its own lines. No accelerator holds the only copy of any math.
+
+    mt.set_backend("numba")            # Numba's kernels, for the rest of the program
+    with mt.use_backend("numpy"):      # no accelerator for a block: every op runs its own code
         ...
     MINITENSOR_BACKEND=numba python train.py
 
-Backends are imported on first use: numba is loaded only when chosen, cupy
-only when the cupy backend is chosen.
+"numpy", the default, is no accelerator: accelerator_for gives None for every kernel, and the
+only thing numpy_backend.py holds is the matrix product (BLAS), which every setting needs.
+"numba" is imported only when chosen, "cupy" only when the cupy backend is chosen.
 """
 
 import importlib
 import os
 
 KNOWN = ("numpy", "numba", "cupy")
+KERNELS = (
+    "softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "layer_norm", "layer_norm_backward",
+    "gelu", "gelu_backward", "attention", "attention_backward",
+)
 
 _active = None
 _loaded = {}
@@ -32,37 +42,48 @@ def load(name):
     return _loaded[name]
 
 
-INTERFACE = (
-    "xp", "name", "matmul", "softmax", "softmax_backward", "log_softmax", "log_softmax_backward",
-    "layer_norm", "layer_norm_backward", "gelu", "gelu_backward", "attention", "attention_backward",
-)
-
-
 def set_backend(name):
     """Make `name` ("numpy", "numba" or "cupy") the backend the ops use from now on.
 
-    A module (or any object) with every function of the interface is accepted too: your own
-    backend, e.g. the reference with one kernel swapped for a version you are testing."""
+    Your own accelerator is accepted too: a module (or any object) with a `name`, a `matmul`,
+    and any of the KERNELS, e.g. a softmax_backward you are testing; the ops compute what it
+    does not supply with their own code. It may have `takes(*arrays)`, which says whether its
+    kernels take these arrays (Numba's take no float16)."""
     global _active
     if isinstance(name, str):
         _active = load(name)
         return
-    missing = [f for f in INTERFACE if not hasattr(name, f)]
+    missing = [f for f in ("name", "matmul") if not hasattr(name, f)]
     if missing:
-        raise ValueError(f"set_backend: {name!r} is not a backend; it lacks {', '.join(missing)}")
+        raise ValueError(
+            f"set_backend: {name!r} is not an accelerator; it lacks {', '.join(missing)}. An accelerator has a "
+            f"`name`, a `matmul` (np.matmul will do) and any of the kernels {', '.join(KERNELS)}: each op "
+            f"computes the ones it lacks with its own code"
+        )
     _active = name
 
 
 def get_backend():
-    """The name of the active backend."""
+    """The name of the active backend ("numpy": no accelerator, every op runs its own code)."""
     return active().name
 
 
 def active():
-    """The active backend module (what the ops call)."""
+    """The active backend module (ops ask it for `matmul`; for the rest, see accelerator_for)."""
     if _active is None:
         set_backend(os.environ.get("MINITENSOR_BACKEND", "numpy"))
     return _active
+
+
+def accelerator_for(kernel, *arrays):
+    """The active accelerator's `kernel` (one of KERNELS) for these arrays, or None: the op then
+    computes with its own code. None under the default settings ("numpy")."""
+    backend = active()
+    function = getattr(backend, kernel, None)
+    if function is None:
+        return None
+    takes = getattr(backend, "takes", None)
+    return function if takes is None or takes(*arrays) else None
 
 
 class use_backend:

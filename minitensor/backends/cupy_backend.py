@@ -1,4 +1,4 @@
-"""CuPy backend: the same interface on an NVIDIA GPU. Imported only when chosen.
+"""CuPy backend: an accelerator on an NVIDIA GPU. Imported only when chosen.
 
     pip install cupy-cuda12x
     mt.set_backend("cupy"); x = mt.randn(4, 8).to("cupy")
@@ -6,8 +6,8 @@
 Softmax and layer norm are CUDA kernels with one thread block per row (a
 shared-memory reduction for the max and the sum, then the normalisation);
 GELU is an ElementwiseKernel; matmul is cupy.matmul (cuBLAS). Log-softmax and
-the tiled attention use the reference code of numpy_backend, which runs on
-CuPy arrays unchanged (every tile's products go through cuBLAS).
+the tiled attention have no kernel here: their ops' own code runs on CuPy arrays
+unchanged (every tile's products go through cuBLAS).
 """
 
 try:
@@ -30,7 +30,7 @@ if _gpus == 0:
 
 import re  # noqa: E402
 
-from . import numpy_backend as reference  # noqa: E402
+from .conventions import common_dtype  # noqa: E402
 
 xp = cupy
 name = "cupy"
@@ -211,12 +211,8 @@ def softmax_backward(y, dy, axis=-1):
 # END SOLUTION
 
 
-log_softmax = reference.log_softmax
-log_softmax_backward = reference.log_softmax_backward
-
-
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
-    dtype = reference.common_dtype(x, weight, bias)  # mixed dtypes: the reference's rule
+    dtype = common_dtype(x, weight, bias)  # mixed dtypes: the ops' rule
     rows = cupy.ascontiguousarray(x, dtype=dtype).reshape(-1, x.shape[-1])
     affine = weight is not None
     w = cupy.ascontiguousarray(weight, dtype=dtype) if affine else cupy.zeros(1, dtype=dtype)
@@ -235,7 +231,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
 
 # BEGIN SOLUTION layer_norm_backward
 def layer_norm_backward(dy, x, weight, mean, rstd):
-    dtype = reference.common_dtype(x, weight, mean)
+    dtype = common_dtype(x, weight, mean)
     rows = cupy.ascontiguousarray(x, dtype=dtype).reshape(-1, x.shape[-1])
     dy_rows = cupy.ascontiguousarray(dy, dtype=dtype).reshape(rows.shape)
     affine = weight is not None
@@ -257,7 +253,7 @@ def layer_norm_backward(dy, x, weight, mean, rstd):
 
 _gelu_exact = cupy.ElementwiseKernel("T x", "T y", "y = 0.5 * x * (1 + erf(x * 0.7071067811865476))", "mt_gelu_exact")
 # The tanh form 0.5 x (1 + tanh u) is computed as x * sigmoid(2u) = x / (1 + exp(-2u)), as in the
-# reference and the Numba kernels: 1 + tanh u cancels to nothing in float32 for x < -5.
+# op's own code and the Numba kernels: 1 + tanh u cancels to nothing in float32 for x < -5.
 _gelu_tanh = cupy.ElementwiseKernel(
     "T x", "T y", "y = x / (1 + exp(-2 * 0.7978845608028654 * (x + 0.044715 * x * x * x)))", "mt_gelu_tanh"
 )
@@ -288,13 +284,3 @@ def gelu(x, approximate="none"):
 def gelu_backward(x, dy, approximate="none"):
     dy = dy.astype(x.dtype, copy=False)
     return _gelu_tanh_backward(x, dy) if approximate == "tanh" else _gelu_exact_backward(x, dy)
-
-
-def attention(q, k, v, mask=None, scale=None, is_causal=False):
-    mask = None if mask is None else cupy.asarray(mask)
-    return reference.attention(q, k, v, mask, scale, is_causal)
-
-
-def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None, is_causal=False):
-    mask = None if mask is None else cupy.asarray(mask)
-    return reference.attention_backward(q, k, v, out, softmax_stats, dout, mask, scale, is_causal)

@@ -6,10 +6,11 @@ import numpy as np
 from .. import debug
 from ..autograd import Context, summed_axes, topological_order
 from ..autograd_errors import GradientShapeError
-from ..backends import numpy_backend
-from ..backends.numpy_backend import default_scale
+from ..backends.conventions import default_scale
 from ..debug import grad_norm
 from ..nn.module import Parameter
+from ..ops.attention import tile_scores
+from ..ops.softmax import Softmax
 from ..sites import _unpack
 
 SMALL = 48  # arrays up to this many elements are shown as numbers, larger ones as heatmaps
@@ -181,11 +182,9 @@ def attention_view(step, max_elements):
             scores = scores + mask
             hidden |= np.isneginf(mask)
     if node.is_causal:
-        # The cells the causal rule hides, as the reference backend applies it: with every score
-        # equal, each visible key gets the same weight and each hidden one none.
+        # The cells the causal rule hides, as the op applies it: -inf scores, every key one tile.
         tq, tk = scores.shape[-2:]
-        uniform, _ = numpy_backend.attention(np.zeros((tq, 1)), np.zeros((tk, 1)), np.eye(tk), None, 1.0, True)
-        hidden |= uniform == 0
+        hidden |= np.isneginf(tile_scores(np.zeros((tq, 1)), np.zeros((tk, 1)), tk, 1.0, 0, None, True))
     scores = np.where(hidden, -np.inf, scores)
     visible = row_sum != 0  # a fully hidden row has no weights
     with np.errstate(invalid="ignore", over="ignore"):
@@ -193,7 +192,10 @@ def attention_view(step, max_elements):
                            0.0)
     grad_out = np.asarray(step.grad_output, dtype=np.float64)
     d_weights = np.matmul(grad_out, np.swapaxes(v, -1, -2))
-    d_scores = numpy_backend.softmax_backward(weights, d_weights, -1)  # the scores' softmax, backward
+    softmax = Context(Softmax, (True,))  # the scores' softmax, backward: the op's own backward
+    softmax.save_for_backward(weights)
+    softmax.axis, softmax.mask = -1, None
+    d_scores = Softmax.backward(softmax, d_weights)
     lead = weights.shape[:-2]
     tq, tk = weights.shape[-2:]
     hidden = np.broadcast_to(hidden, weights.shape)

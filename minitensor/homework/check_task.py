@@ -4,11 +4,12 @@
 
 Each line is one step of the README's recipe ("To add a task"), with "ok" or what is missing:
 the task in TASKS with a hint, its solution region(s) in the code, its graded tests, its row in
-README.student.md's table, the count of tasks in the README's text, and, for a region in the
-numpy backend, the same task's regions around the fast kernels (numba, CuPy), whose solved code
-would otherwise give the answer away.
+README.student.md's table, the count of tasks in the README's text, and, for a region in an op
+that an accelerator may stand in for (its function asks backends.accelerator_for), the same task's
+regions around the fast kernels (numba, CuPy), whose solved code would otherwise give the answer away.
 """
 
+import ast
 import pathlib
 import re
 
@@ -32,7 +33,7 @@ def lacks(name, root=None):
     shown = ", ".join(str(path.relative_to(root)) for path in files)
     steps.append(("a solution region in the code", f"found in {shown}" if files else
                   f"mark the solved lines: '# BEGIN SOLUTION {name}' ... '# END SOLUTION'"))
-    if any(path.name == "numpy_backend.py" for path in files):
+    if any(_accelerated(path, name) for path in files):
         fast = [path for path in files if "numba_backend" in path.parts or path.name == "cupy_backend.py"]
         steps.append(("the fast kernels' regions (numba, CuPy)", f"found in {', '.join(p.name for p in fast)}" if fast
                       else "mark the numba and CuPy kernels of this op with the same task: their solved code states "
@@ -72,3 +73,14 @@ def report(name, root=None):
                      + ("" if done else f": {found}"))
         missing |= not done
     return "\n".join(lines), missing
+
+
+def _accelerated(path, name):
+    """Whether a region of task `name` in `path` sits in a function that may hand its work to an
+    accelerator (its code calls accelerator_for): the accelerator's kernels then solve the task too."""
+    text = path.read_text()
+    lines = text.splitlines()
+    firsts = [first for task, first, _, _ in regions(text, str(path)) if task == name]
+    functions = [node for node in ast.walk(ast.parse(text)) if isinstance(node, ast.FunctionDef)]
+    return any("accelerator_for(" in "\n".join(lines[node.lineno - 1 : node.end_lineno])
+               and any(node.lineno <= first <= node.end_lineno for first in firsts) for node in functions)

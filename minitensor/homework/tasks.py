@@ -19,14 +19,16 @@ TASKS = [
     ("demo_attention_cost", "count the multiply-adds of one layer: the projections and MLP against the scores "
                             "and the weighted sum, as functions of T and d (seed 000, 'Efficient attention'); "
                             "demos/attention_cost.py: weight_operations and attention_operations"),
-    ("softmax_backward", "write the Jacobian of softmax along the axis, then its product with dy without "
-                         "building the matrix; you have y and dy; backends/numpy_backend.py"),
+    ("softmax_backward", "write the Jacobian of softmax along the axis, then its product with grad without "
+                         "building the matrix; you have y (ctx.saved_tensors) and grad; set dx, and return the "
+                         "gradient of log-softmax too; ops/softmax.py: Softmax.backward, LogSoftmax.backward"),
     ("demo_scaling", "measure, per width d_k, the statistics the seed tabulates for raw and scaled scores "
                      "(seed 000, 'Scaled dot-product attention'): the softmax Jacobian of a row and its norm, "
                      "then the six numbers of a row of the table; demos/scaling.py: jacobian_norm, score_statistics"),
     ("layer_norm_backward", "differentiate x_hat = (x - mean) * rstd remembering that the mean and the "
-                            "variance depend on every x of the row; you have dy, x, weight, mean and rstd; "
-                            "backends/numpy_backend.py"),
+                            "variance depend on every x of the row; you have grad and what forward saved (x, weight, "
+                            "mean, rstd); return dx, or (dx, dweight, dbias) with a weight; ops/normalization.py: "
+                            "LayerNormFunction.backward"),
     ("attention_masks", "which (query, key) pairs may a causal model use? Build that boolean mask (True hides) "
                         "and the masked softmax attention of the seed; models/attention.py"),
     ("demo_stacking", "write out two attention layers without a nonlinearity and regroup the products "
@@ -36,8 +38,8 @@ TASKS = [
     ("pre_norm_block", "the seed's pre-norm block: each sublayer reads a normalised copy of the residual "
                        "stream and adds its output to it; models/transformer.py"),
     ("tiled_attention", "visit the keys a tile at a time, keeping per query only what finishes the softmax "
-                        "exactly at the end; work out how to correct it when a larger score arrives; "
-                        "backends/numpy_backend.py"),
+                        "exactly at the end; work out how to correct it when a larger score arrives; then backward, "
+                        "a tile at a time from what forward saved; ops/attention.py: Attention.forward, .backward"),
     ("demo_multihead", "count every weight and bias of the four projections of nn.MultiheadAttention as a "
                        "function of d (seed 000, 'Multi-head attention'); demos/multihead.py: count_by_hand"),
     ("demo_causal_self_attention", "the scores, the causal mask as the seed's figure shows it, the weights and "

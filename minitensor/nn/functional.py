@@ -3,7 +3,7 @@
 import numpy as np
 
 from .. import ops
-from ..backends.numpy_backend import default_scale
+from ..backends.conventions import default_scale
 from ..ops.axes import axis_or_dim, check_mask, mask_array
 from ..random import generator
 from ..tensor import Tensor

@@ -1,10 +1,14 @@
 """Activation functions: ReLU, GELU (exact and tanh), SiLU."""
 
+import math
+
 import numpy as np
+import scipy.special
 from scipy.special import expit
 
 from .. import backends
 from ..autograd import Function
+from ..backends.conventions import array_module
 
 
 class ReLU(Function):
@@ -26,7 +30,7 @@ class ReLU(Function):
 
 
 class GELU(Function):
-    """y = x * Phi(x), Phi the standard normal CDF (the kernels live in the backends).
+    """y = x * Phi(x), Phi the standard normal CDF.
 
     approximate="none" (PyTorch's default):
         Phi(x) = (1 + erf(x / sqrt 2)) / 2,    dy/dx = Phi(x) + x * phi(x),
@@ -34,6 +38,8 @@ class GELU(Function):
     approximate="tanh" (GPT-2's choice):
         y = x (1 + tanh u) / 2 = x s(2u),  s the sigmoid,  u = sqrt(2/pi) (x + 0.044715 x**3),
         dy/dx = s(2u) + 2 x s(2u) (1 - s(2u)) * sqrt(2/pi) (1 + 3 * 0.044715 x**2).
+    The tanh form is computed as x * s(2u): the same function, without the cancellation in
+    1 + tanh u for u << 0 (where float32 loses every digit).
     """
 
     @staticmethod
@@ -42,12 +48,54 @@ class GELU(Function):
             raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
         ctx.save_for_backward(x)
         ctx.approximate = approximate
-        return backends.active().gelu(x, approximate).astype(x.dtype, copy=False)  # float16 in, float16 out
+        fast = backends.accelerator_for("gelu", x)  # None by default: the op's own lines run
+        if fast is not None:
+            y = fast(x, approximate)
+        elif approximate == "tanh":
+            y = x * _special(x).expit(2 * SQRT_2_OVER_PI * (x + 0.044715 * x**3))  # x s(2u)
+        else:
+            y = x * normal_cdf(x)  # x Phi(x)
+        return y.astype(x.dtype, copy=False)  # float16 in, float16 out
 
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        return backends.active().gelu_backward(x, grad, ctx.approximate)
+        fast = backends.accelerator_for("gelu_backward", x, grad)  # None by default
+        if fast is not None:
+            return fast(x, grad, ctx.approximate)
+        if ctx.approximate == "tanh":  # d/dx [x s(2u)] = s + 2 x s (1 - s) du/dx, s = s(2u)
+            s = _special(x).expit(2 * SQRT_2_OVER_PI * (x + 0.044715 * x**3))
+            du_dx = SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
+            return grad * (s + 2 * x * s * (1 - s) * du_dx)
+        # dy/dx = Phi(x) + x phi(x). In place after each array's first step: these arrays are as
+        # large as x, and a new one per step costs more than the arithmetic.
+        pdf = array_module(x).asarray(-0.5 * x)  # (asarray: for a 0-d x, NumPy's products are scalars)
+        pdf *= x
+        pdf = np.exp(pdf, out=pdf)
+        pdf /= math.sqrt(2 * math.pi)  # phi(x)
+        slope = np.multiply(x, pdf, out=pdf)  # x phi(x), then Phi(x) + x phi(x)
+        slope += normal_cdf(x)
+        return grad * slope
+
+
+SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+
+
+def normal_cdf(x):
+    """Phi(x) = (1 + erf(x / sqrt 2)) / 2, the standard normal CDF."""
+    cdf = _special(x).erf(x / math.sqrt(2))
+    cdf += 1
+    cdf *= 0.5
+    return cdf
+
+
+def _special(x):
+    """scipy.special (erf, expit) for NumPy arrays; cupyx.scipy.special for CuPy arrays."""
+    if array_module(x) is np:
+        return scipy.special
+    import cupyx.scipy.special
+
+    return cupyx.scipy.special
 
 
 class SiLU(Function):

@@ -1,6 +1,8 @@
-"""Numba kernels for the hot paths, with the same functions as numpy_backend.
+"""Numba kernels: an accelerator for softmax, log-softmax, layer norm, GELU and attention.
 
-Each kernel fuses what the NumPy reference does in several passes over memory into one loop
+Same results as the ops' own code (minitensor/ops/), which every kernel here is tested against.
+
+Each kernel fuses what the op's own NumPy code does in several passes over memory into one loop
 per row (softmax, layer norm) or per element (GELU), and runs the rows in parallel. Attention
 takes a block of queries at a time, with BLAS for the matrix products: up to SHORT_KEYS keys,
 against every key at once (a plain softmax per row); beyond, one tile of keys at a time with a
@@ -19,16 +21,15 @@ This file is the interface (the functions every backend has); the kernels live b
     attention_tiled.py   attention over any number of keys, a tile at a time
 
 To step into a kernel with pdb, run with NUMBA_DISABLE_JIT=1: the kernels are then ordinary
-Python functions (slow, but every local is visible). Or switch to the readable reference
-with mt.set_backend("numpy").
+Python functions (slow, but every local is visible). Or run without an accelerator,
+mt.set_backend("numpy"): each op's own code, in minitensor/ops/.
 """
 
 import numpy as np
 
 from . import settings  # first: the threading layer must be chosen before any kernel runs
 from . import attention_short, attention_tiled, elementwise, layer_norm_rows, layout, softmax_rows
-from .. import numpy_backend
-from ..numpy_backend import default_scale
+from ..conventions import default_scale
 from .elementwise import erf, exp  # noqa: F401 (the kernels the tests hold against NumPy's)
 from .products import matmul
 
@@ -49,49 +50,21 @@ def _is_short(q3, k3, v3):
     return 0 < k3.shape[1] <= SHORT_KEYS and q3.shape[2] > 0 and v3.shape[2] > 0
 
 
-def _half(*arrays):
-    """float16 has no Numba kernel (Numba cannot compile float16 arithmetic): the reference's code
-    computes it, so every backend takes every float dtype."""
-    return any(a is not None and a.dtype == np.float16 for a in arrays)
+def takes(*arrays):
+    """Whether these kernels take these arrays: float16 has no Numba kernel (Numba cannot compile
+    float16 arithmetic), so the op computes it with its own code (backends.accelerator_for)."""
+    return not any(a is not None and a.dtype == np.float16 for a in arrays)
 
 
-def softmax(x, axis=-1, mask=None):
-    return (numpy_backend if _half(x) else softmax_rows).softmax(x, axis, mask)
-
-
-def softmax_backward(y, dy, axis=-1):
-    return (numpy_backend if _half(y, dy) else softmax_rows).softmax_backward(y, dy, axis)
-
-
-def log_softmax(x, axis=-1):
-    return (numpy_backend if _half(x) else softmax_rows).log_softmax(x, axis)
-
-
-def log_softmax_backward(y, dy, axis=-1):
-    return (numpy_backend if _half(y, dy) else softmax_rows).log_softmax_backward(y, dy, axis)
-
-
-def layer_norm(x, weight=None, bias=None, eps=1e-5):
-    return (numpy_backend if _half(x, weight, bias) else layer_norm_rows).layer_norm(x, weight, bias, eps)
-
-
-def layer_norm_backward(dy, x, weight, mean, rstd):
-    return (numpy_backend if _half(dy, x, weight) else layer_norm_rows).layer_norm_backward(dy, x, weight, mean, rstd)
-
-
-def gelu(x, approximate="none"):
-    return (numpy_backend if _half(x) else elementwise).gelu(x, approximate)
-
-
-def gelu_backward(x, dy, approximate="none"):
-    return (numpy_backend if _half(x, dy) else elementwise).gelu_backward(x, dy, approximate)
+softmax, softmax_backward = softmax_rows.softmax, softmax_rows.softmax_backward
+log_softmax, log_softmax_backward = softmax_rows.log_softmax, softmax_rows.log_softmax_backward
+layer_norm, layer_norm_backward = layer_norm_rows.layer_norm, layer_norm_rows.layer_norm_backward
+gelu, gelu_backward = elementwise.gelu, elementwise.gelu_backward
 
 
 # BEGIN SOLUTION tiled_attention
 def attention(q, k, v, mask=None, scale=None, is_causal=False):
-    """Returns (out, (row_max, row_sum)), as the reference does."""
-    if _half(q, k, v):
-        return numpy_backend.attention(q, k, v, mask, scale, is_causal)
+    """Returns (out, (row_max, row_sum)), as Attention.forward's own code does."""
     scale = default_scale(q.shape[-1]) if scale is None else scale
     batch, q3, k3, v3, hidden, bias = layout.heads(q, k, v, mask)
     q3 = layout.read_only(q3 * q3.dtype.type(scale))  # scaled before q k^T, as PyTorch: no overflow past it
@@ -110,8 +83,6 @@ def attention(q, k, v, mask=None, scale=None, is_causal=False):
 
 
 def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None, is_causal=False):
-    if _half(q, k, v):
-        return numpy_backend.attention_backward(q, k, v, out, softmax_stats, dout, mask, scale, is_causal)
     scale = default_scale(q.shape[-1]) if scale is None else scale
     batch, q3, k3, v3, hidden, bias = layout.heads(q, k, v, mask)
     q3 = layout.read_only(q3 * q3.dtype.type(scale))  # as forward: the kernels see scores (scale q) k^T,
@@ -136,6 +107,6 @@ def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None,
 settings.drop_stale_cache(softmax_rows._softmax_rows)
 
 __all__ = [
-    "xp", "name", "matmul", "softmax", "softmax_backward", "log_softmax", "log_softmax_backward",
+    "xp", "name", "takes", "matmul", "softmax", "softmax_backward", "log_softmax", "log_softmax_backward",
     "layer_norm", "layer_norm_backward", "gelu", "gelu_backward", "attention", "attention_backward",
 ]

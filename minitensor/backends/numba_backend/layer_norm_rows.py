@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import layout
-from ..numpy_backend import common_dtype
+from ..conventions import common_dtype
 from .settings import ROW_FLAGS
 
 
@@ -70,7 +70,7 @@ def _layer_norm_backward_rows(dy, x, weight, mean, rstd, dx, dweight_parts, dbia
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
-    dtype = common_dtype(x, weight, bias)  # the reference's rule (numpy_backend.common_dtype)
+    dtype = common_dtype(x, weight, bias)  # the ops' rule (conventions.common_dtype)
     rows = layout.as_input(x, (math.prod(x.shape[:-1]), x.shape[-1]), dtype)  # not -1: a last axis of 0
     empty = np.zeros(0, dtype=dtype)
     weight = layout.as_input(empty if weight is None else weight, -1, dtype)

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ..numpy_backend import common_dtype
+from ..conventions import common_dtype
 
 
 def read_only(array):
@@ -90,7 +90,7 @@ def heads(q, k, v, mask):
     comes back as `hidden`, a float one as `bias` (the other is empty)."""
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     count = math.prod(batch)
-    dtype = common_dtype(q, k, v)  # mixed dtypes compute in the common one, as the reference does
+    dtype = common_dtype(q, k, v)  # mixed dtypes compute in the common one, as the ops do
 
     def flat(t):
         return as_input(np.broadcast_to(t, batch + t.shape[-2:]), (count,) + t.shape[-2:], dtype)

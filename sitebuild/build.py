@@ -342,7 +342,9 @@ def _local_links(body, source, docs, depth):
     since the site holds no copy of the repository."""
 
     def replace(match):
-        bang, text, target = match.group(1), match.group(2), match.group(3)
+        if match.group("code"):  # code is shown as written: `model[0](x)` is a call, not a link
+            return match.group(0)
+        bang, text, target = match.group("bang"), match.group("text"), match.group("target")
         if re.match(r"[a-z]+:|#", target):
             return match.group(0)
         path = (source.parent / target).resolve()
@@ -355,7 +357,9 @@ def _local_links(body, source, docs, depth):
             return f"![{text}]({'../' * depth}assets/{relative})"
         return f"{text} (`{target}`)"
 
-    return re.sub(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)", replace, body)
+    code = r"(?P<code>^(?P<fence>`{3,}).*?^(?P=fence)|(?P<ticks>`+)(?:(?!\n\n).)+?(?P=ticks))"  # fenced or inline
+    link = r"(?P<bang>!?)\[(?P<text>[^\]]*)\]\((?P<target>[^)\s]+)\)"
+    return re.sub(f"{code}|{link}", replace, body, flags=re.S | re.M)
 
 
 def guide_pages(docs):

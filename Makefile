@@ -1,9 +1,14 @@
 # `make test` and `make demo` set themselves up: each creates .venv when it is
-# missing and installs the project into it once (the stamp file remembers).
+# missing and installs into it once what it needs (a stamp file remembers): `make demo` only the
+# runtime packages (numpy, scipy, numba, matplotlib, tqdm, threadpoolctl), `make test` the test and
+# docs extras too (PyTorch, Playwright, pytest, MkDocs: most of the download).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+RUNTIME_STAMP := $(VENV)/.installed-runtime
+# when this `make` started, so that `make demo` can print its time with the install included
+STARTED := $(shell date +%s)
 
 .PHONY: test demo bench notebooks lab reference-figures site clean
 
@@ -14,7 +19,12 @@ $(PY):
 # setup.cfg says which versions work (ranges); constraints.txt fixes the ones CI uses.
 $(STAMP): setup.cfg pyproject.toml constraints.txt | $(PY)
 	$(PY) -m pip install -c constraints.txt -e '.[test,docs]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUNTIME_STAMP)
+
+# What the demos, the examples and the debugger need: the runtime packages alone.
+$(RUNTIME_STAMP): setup.cfg pyproject.toml constraints.txt | $(PY)
+	$(PY) -m pip install -c constraints.txt -e .
+	touch $(RUNTIME_STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check .
@@ -23,8 +33,12 @@ test: $(STAMP)
 # make demo                        every demo, as the chapters run them (figures in out/figures/)
 # make demo QUICK=1                shortened training runs (figures in out/quick/, marked as quick)
 # make demo NAMES="scaling kv_cache"  only those demos
-demo: $(STAMP)
-	$(PY) -m demos $(if $(filter-out 0,$(QUICK)),--quick) $(NAMES)
+# The last line is the time since `make demo` started, the install included.
+demo: $(RUNTIME_STAMP)
+	@status=0; $(PY) -m demos $(if $(filter-out 0,$(QUICK)),--quick) $(NAMES) || status=$$?; \
+	elapsed=$$(( $$(date +%s) - $(STARTED) )); \
+	echo "make demo: $$((elapsed / 60)) min $$((elapsed % 60)) s in all, set-up of .venv included"; \
+	exit $$status
 
 # The committed figures in demos/figures/ are the reference the README shows; replace them with
 # the last full run's (out/figures/) only on purpose, and commit them.
@@ -36,11 +50,20 @@ bench: $(STAMP)
 	$(PY) -m benchmarks
 
 # Each demo as a Jupyter notebook (jupytext, from the test extra), in the ignored notebooks/ folder.
-notebooks: $(STAMP)
-	mkdir -p notebooks
-	for name in $$($(PY) -c 'import demos; print(*demos.DEMOS)'); do \
-		$(VENV)/bin/jupytext --quiet --to ipynb --output notebooks/$$name.ipynb demos/$$name.py || exit 1; \
-	done
+# A notebook is written only when it is missing or older than its demo, so a student's edits in
+# notebooks/ survive the next `make notebooks` (and `make lab`); `make notebooks FORCE=1` writes
+# every one afresh from its demo.
+DEMO_NAMES = $(shell $(PYTHON) -c 'import demos; print(*demos.DEMOS)')
+NOTEBOOKS = $(patsubst %,notebooks/%.ipynb,$(DEMO_NAMES))
+
+notebooks: $(NOTEBOOKS)
+
+notebooks/%.ipynb: demos/%.py $(if $(filter-out 0,$(FORCE)),always) | $(STAMP)
+	@mkdir -p notebooks
+	$(VENV)/bin/jupytext --quiet --to ipynb --output $@ $<
+
+.PHONY: always
+always:
 
 # JupyterLab on those notebooks (the notebook extra: installed once, into .venv). Set QUICK=1 to
 # open them in quick mode: the kernel inherits MINITENSOR_QUICK from here.
@@ -49,8 +72,11 @@ $(LAB_STAMP): $(STAMP)
 	$(PY) -m pip install -c constraints.txt -e '.[test,notebook]'
 	touch $(LAB_STAMP)
 
+# Jupyter refuses to start as root ("Running as root is not recommended") unless told
+# --allow-root; Docker containers and Codespaces run as root, so it is passed there, and only there.
+USER_ID ?= $(shell id -u)
 lab: notebooks $(LAB_STAMP)
-	MINITENSOR_QUICK=$(if $(filter-out 0,$(QUICK)),1,0) $(VENV)/bin/jupyter lab notebooks
+	MINITENSOR_QUICK=$(if $(filter-out 0,$(QUICK)),1,0) $(VENV)/bin/jupyter lab $(if $(filter 0,$(USER_ID)),--allow-root) notebooks
 
 # The course site, in the ignored site/ folder (the demos executed in quick mode and cached in
 # build/site/cache; `make site SITE_FLAGS=--full` for the full runs). Publish site/ as it is.

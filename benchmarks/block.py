@@ -10,9 +10,9 @@ B=8, T=256, d=256, 4 heads, causal, float32, 2 threads for PyTorch.
 
 Each side is timed in a process of its own (PyTorch's OpenMP threads spin after its calls and
 slow whatever runs next in the same process); the sides take turns, round after round, and
-each ratio is the median over the rounds. MINITENSOR_BENCH_ROUNDS sets the rounds (3). Beside the
-ratios: issue 25's target and the floor, the block's multiply-adds at this machine's peak rate
-(benchmarks/common.py) as a fraction of PyTorch's time.
+each ratio is that of the median times, with its range over the rounds. MINITENSOR_BENCH_ROUNDS
+sets the rounds (3). Beside the ratios: issue 25's target and the floor, the block's multiply-adds
+at this machine's peak rate (benchmarks/common.py) as a fraction of PyTorch's time.
 """
 
 import json
@@ -25,7 +25,7 @@ import numpy as np
 
 import minitensor as mt
 
-from .common import best_seconds, describe_machine, ratio, run_worker
+from .common import best_seconds, compare_rounds, describe_machine, ratio, ratio_and_range, run_worker
 from .common import op_code as ref
 
 SIDES = ("minitensor (numba)", "minitensor (numpy)", "hand-written NumPy", "PyTorch eager")
@@ -180,7 +180,7 @@ def main(rounds=ROUNDS):
     base = runs["PyTorch eager"]
 
     print(f"Pre-norm block forward + backward, B={B} T={T} d={D} heads={HEADS}, causal, float32; "
-          f"each side in its own process, {rounds} alternating rounds, median of per-round ratios")
+          f"each side in its own process, {rounds} alternating rounds; ratios of the median times, with their range")
     print(describe_machine())
     print(describe_peaks(peaks))
     print(f"  the block's products: {block_multiply_adds():,} multiply-adds counted from the shapes (without "
@@ -188,10 +188,9 @@ def main(rounds=ROUNDS):
           f"see its fused CPU attention kernel: {statistics.median(torch_flops) / 2:,.0f}); "
           f"{floor(block_multiply_adds(), statistics.median(base), peaks)} of PyTorch's time")
     for side in SIDES:
-        per_round = [ours / theirs for ours, theirs in zip(runs[side], base)]
+        compared = compare_rounds(runs[side], base)
         target = f" (target <= {TARGET}x)" if side == "minitensor (numba)" else ""
-        print(f"  {side:24}{statistics.median(runs[side]) * 1e3:8.1f} ms   {statistics.median(per_round):.2f}x "
-              f"of PyTorch{target} (rounds: {', '.join(f'{r:.2f}' for r in per_round)})")
+        print(f"  {side:24}{compared['ours'] * 1e3:8.1f} ms   {ratio_and_range(compared)} of PyTorch{target}")
     engine_cost = ratio(statistics.median(runs["minitensor (numba)"]), statistics.median(runs["hand-written NumPy"]))
     print(f"  minitensor (numba) / hand-written NumPy: {engine_cost}")
     print(f"  minitensor and the hand-written block agree: {_agree()}")

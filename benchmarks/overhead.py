@@ -15,7 +15,7 @@ import numpy as np
 
 import minitensor as mt
 
-from .common import best_seconds, run_worker
+from .common import best_seconds, compare_rounds, ratio_and_range, run_worker
 
 CHAIN = 1000  # ops per graph
 REPEATS = 7
@@ -87,8 +87,9 @@ def worker(side):
 
 
 def measure(rounds=ROUNDS):
-    """Each side in processes of its own, taking turns: per row, the median per-round ratio and
-    the median seconds of each side. PyTorch's threads (one here) never share a process with ours."""
+    """Each side in processes of its own, taking turns: per row, the median seconds of each side,
+    their ratio and its range over the rounds. PyTorch's threads (one here) never share a process
+    with ours."""
     sides = ["minitensor", "engine-alone"] + (["torch"] if _have_torch() else [])
     runs = {side: [] for side in sides}
     for _ in range(rounds):
@@ -100,9 +101,8 @@ def measure(rounds=ROUNDS):
         row = {"minitensor": statistics.median(ours),
                "engine-alone": statistics.median(run[label] for run in runs["engine-alone"])}
         if "torch" in runs:
-            theirs = [run[label] for run in runs["torch"]]
-            row["torch"] = statistics.median(theirs)
-            row["ratio"] = statistics.median(a / b for a, b in zip(ours, theirs))
+            compared = compare_rounds(ours, [run[label] for run in runs["torch"]])
+            row.update(torch=compared["theirs"], ratio=compared["ratio"], compared=compared)
         table[label] = row
     return table
 
@@ -121,13 +121,14 @@ def mix_line(table):
     if "ratio" not in row:
         return f"Per-op overhead (mixed chain): {row['minitensor'] * 1e6:.2f} us per op (no torch to compare)"
     return (f"Per-op overhead, {CHAIN}-op mixed chain forward + backward: {row['minitensor'] * 1e6:.2f} us per op, "
-            f"PyTorch {row['torch'] * 1e6:.2f} us: {row['ratio']:.2f}x (target <= {TARGET}x; floor: none to "
-            f"compute, one-element ops are all bookkeeping)")
+            f"PyTorch {row['torch'] * 1e6:.2f} us: {ratio_and_range(row['compared'])} (target <= {TARGET}x; "
+            f"floor: none to compute, one-element ops are all bookkeeping)")
 
 
 def main():
     print(f"Per-op overhead: forward + backward on one-element float64 tensors, chains of {CHAIN} ops, best of "
-          f"{REPEATS} per process, each side in processes of its own, median of {ROUNDS} rounds")
+          f"{REPEATS} per process, each side in processes of its own, median of {ROUNDS} rounds; a ratio is "
+          f"that of the two medians")
     table = measure()
     print(f"{'ops in the chain':34}{'minitensor':>12}{'PyTorch':>12}{'ratio':>8}")
     for label, _ in ROWS:

@@ -20,7 +20,8 @@
 
 Fairness: PyTorch's OpenMP threads keep spinning after each call and slow whatever runs
 next in the same process, so every side runs in a process of its own; the sides take turns,
-round after round, and each ratio is the median over the rounds of the per-round ratios.
+round after round; each ratio is that of the two sides' median times (the times printed beside it),
+with its range over the rounds.
 Timings on a shared machine are noisy: rerun on a quiet one before trusting a digit.
 """
 
@@ -34,7 +35,7 @@ import time
 import numpy as np
 
 from . import overhead
-from .common import run_worker
+from .common import compare_rounds, ratio_and_range, run_worker
 
 BATCH, LENGTH, WIDTH, HEADS = 64, 100, 64, 4
 ROUNDS = int(os.environ.get("MINITENSOR_BENCH_ROUNDS", "5"))
@@ -297,7 +298,7 @@ def _busy_process():
 
 def _idle_and_beside_a_busy_process(side, rounds):
     """Seconds per step of `side` on the idle machine and beside a busy process, taking
-    turns; returns (idle, busy, per-round ratios busy / idle)."""
+    turns; returns (idle, busy), the seconds of each round."""
     idle, busy = [], []
     for _ in range(max(3, rounds // 2)):
         idle.append(_run_worker(side)["seconds"])
@@ -307,7 +308,7 @@ def _idle_and_beside_a_busy_process(side, rounds):
         finally:
             neighbour.kill()
             neighbour.wait()
-    return idle, busy, [b / i for b, i in zip(busy, idle)]
+    return idle, busy
 
 
 # ---------------------------------------------------------------------------
@@ -319,7 +320,7 @@ def main(rounds=ROUNDS):
     from .common import bandwidth_floor, describe_machine, describe_peaks, floor, machine_peaks
 
     print(f"Adding-problem training step: batch {BATCH}, T = {LENGTH} + 1, d = {WIDTH}, {HEADS} heads; "
-          f"each side in its own process, {rounds} alternating rounds, median of per-round ratios")
+          f"each side in its own process, {rounds} alternating rounds; ratios of the median times, with their range")
     print(describe_machine())
     peaks = machine_peaks()
     print(describe_peaks(peaks))
@@ -334,43 +335,41 @@ def main(rounds=ROUNDS):
           f"attention's {step_multiply_adds(attention=False):,}, where PyTorch's FlopCounterMode counts "
           f"{torch_multiply_adds:,.0f} (it does not see its fused CPU attention kernel)")
     for side in ("numba", "numpy"):
-        ratios = [ours["seconds"] / theirs["seconds"] for ours, theirs in zip(results[side], results["torch"])]
+        compared = compare_rounds([r["seconds"] for r in results[side]], [r["seconds"] for r in results["torch"]])
         memory = (statistics.median(r["peak_mb"] for r in results[side])
                   / max(statistics.median(r["peak_mb"] for r in results["torch"]), 1e-9))
-        print(f"  minitensor ({side}): {per_step[side] * 1e3:7.1f} ms per step, {statistics.median(ratios):.2f}x "
-              f"PyTorch eager (target <= {TARGETS[side]}x; {floor(multiply_adds, per_step['torch'], peaks)}) "
-              f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)}); peak memory "
+        print(f"  minitensor ({side}): {per_step[side] * 1e3:7.1f} ms per step, {ratio_and_range(compared)} "
+              f"PyTorch eager (target <= {TARGETS[side]}x; {floor(multiply_adds, per_step['torch'], peaks)}); "
+              f"peak memory "
               f"{statistics.median(r['peak_mb'] for r in results[side]):.1f} MB, {memory:.2f}x PyTorch's")
     print(f"  PyTorch eager (2 threads): {per_step['torch'] * 1e3:7.1f} ms per step, peak memory "
           f"{statistics.median(r['peak_mb'] for r in results['torch']):.1f} MB; the floor alone: "
           f"{2 * multiply_adds / (peaks['peak'] * 1e9) * 1e3:.1f} ms")
 
-    idle, busy, gru_ratios = _idle_and_beside_a_busy_process("gru", rounds)
+    idle, busy = _idle_and_beside_a_busy_process("gru", rounds)
     print(f"GRU training step (hidden 64, batch {BATCH}, T = {LENGTH}, default backend): idle "
           f"{statistics.median(idle) * 1e3:.1f} ms, with one busy process beside it "
-          f"{statistics.median(busy) * 1e3:.1f} ms: {statistics.median(gru_ratios):.2f}x "
-          f"(rounds: {', '.join(f'{r:.2f}' for r in gru_ratios)})")
+          f"{statistics.median(busy) * 1e3:.1f} ms: {ratio_and_range(compare_rounds(busy, idle))}")
 
     # No target here: that the transformer's larger products, which use two BLAS threads on an
     # idle machine, fall back to one beside a busy process instead of stalling.
-    idle, busy, ratios = _idle_and_beside_a_busy_process("numba", rounds)
+    idle, busy = _idle_and_beside_a_busy_process("numba", rounds)
     print(f"The transformer's step (numba) with one busy process beside it: {statistics.median(busy) * 1e3:.1f} ms, "
-          f"{statistics.median(ratios):.2f}x its idle time (rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
+          f"{ratio_and_range(compare_rounds(busy, idle))} its idle time ({statistics.median(idle) * 1e3:.1f} ms)")
 
     # What the products alone cost on each side's BLAS: a floor under the step's ratio that
     # no change to minitensor's own code moves.
     products = [(_run_worker("products-numpy"), _run_worker("products-torch")) for _ in range(max(3, rounds // 2))]
+    compared = compare_rounds([n["seconds"] for n, _ in products], [t["seconds"] for _, t in products])
     print(f"The step's {products[0][0]['count']} matrix products alone, one after another: NumPy's BLAS "
-          f"{statistics.median(n['seconds'] for n, _ in products) * 1e3:.1f} ms, PyTorch's "
-          f"{statistics.median(t['seconds'] for _, t in products) * 1e3:.1f} ms: "
-          f"{statistics.median(n['seconds'] / t['seconds'] for n, t in products):.2f}x")
+          f"{compared['ours'] * 1e3:.1f} ms, PyTorch's {compared['theirs'] * 1e3:.1f} ms: {ratio_and_range(compared)}")
 
     softmax = [_run_worker("softmax") for _ in range(max(3, rounds // 2))]
-    softmax_ratios = [r["numba"] / r["numpy"] for r in softmax]
-    numpy_softmax = statistics.median(r["numpy"] for r in softmax)
+    compared = compare_rounds([r["numba"] for r in softmax], [r["numpy"] for r in softmax])
+    numpy_softmax = compared["theirs"]
     print(f"User-level masked softmax forward + backward, {SOFTMAX_SHAPE} float32: numba "
-          f"{statistics.median(r['numba'] for r in softmax) * 1e3:.1f} ms, numpy "
-          f"{numpy_softmax * 1e3:.1f} ms: {statistics.median(softmax_ratios):.2f}x "
+          f"{compared['ours'] * 1e3:.1f} ms, numpy "
+          f"{numpy_softmax * 1e3:.1f} ms: {ratio_and_range(compared)} "
           f"the numpy backend (target <= {TARGETS['softmax']}x; "
           f"{bandwidth_floor(softmax_bytes(), numpy_softmax, peaks)})")
     print(overhead.mix_line(overhead.measure()))

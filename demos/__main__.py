@@ -1,7 +1,14 @@
-"""python -m demos [--quick] [NAME ...]: run the demos, each as a script in its own process
-(as `python demos/NAME.py` would), then print a summary table of the checks they printed and the
-total time. Figures go to out/figures/ (quick: out/quick/); the committed ones in demos/figures/
-are the reference, and a run agrees with it when every check the chapters state holds again."""
+"""python -m demos [--quick] [--jobs N] [NAME ...]: run the demos, each as a script in its own
+process (as `python demos/NAME.py` would), then print a summary table of the checks they printed
+and the total time. Figures go to out/figures/ (quick: out/quick/); the committed ones in
+demos/figures/ are the reference, and a run agrees with it when every check the chapters state
+holds again.
+
+Two demos run at a time on a machine with two cores or more (--jobs 1: one at a time, its
+output as it prints): the adding problem, the longest, starts first and the others run beside
+it. A running demo's output is printed when it ends, whole. The demos that time something
+(attention_cost, efficient_attention, kv_cache) check ratios and counts, which a neighbour does
+not move (attention_cost times its products in CPU time)."""
 
 import argparse
 import os
@@ -18,43 +25,92 @@ from demos._record import read_record
 
 FOLDER = pathlib.Path(__file__).resolve().parent
 REFERENCE = FOLDER / "figures"
+LONGEST = ["adding_problem", "alignment"]  # the two training runs: started first when demos run side by side
+
+
+def start(name, quick, capture):
+    """Start demos/NAME.py in a fresh process; returns (process, record file, output file, start
+    time, scratch folder). With capture, its output goes to a file, printed when it ends."""
+    scratch = tempfile.TemporaryDirectory()
+    record = pathlib.Path(scratch.name) / "record.jsonl"
+    output = open(pathlib.Path(scratch.name) / "output.txt", "w+") if capture else None
+    env = dict(os.environ, MINITENSOR_QUICK="1" if quick else "0", MINITENSOR_DEMO_RECORD=str(record))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(FOLDER.parent), env.get("PYTHONPATH", "")] if p)
+    process = subprocess.Popen([sys.executable, str(FOLDER / f"{name}.py")], env=env, stdout=output,
+                               stderr=subprocess.STDOUT if capture else None)
+    return process, record, output, time.perf_counter(), scratch
+
+
+def finish(name, running):
+    """Wait for a started demo; print its captured output; return (checks, figure, seconds, exit status)."""
+    process, record, output, started, scratch = running
+    status = process.wait()
+    seconds = time.perf_counter() - started
+    if output is not None:
+        output.seek(0)
+        print(f"\n=== {name} ===\n{output.read().rstrip()}", flush=True)
+        output.close()
+    checks, figure = read_record(record)
+    scratch.cleanup()
+    return checks, figure, seconds, status
 
 
 def run(name, quick):
-    """Run demos/NAME.py in a fresh process; return (checks, figure, seconds, exit status)."""
-    with tempfile.TemporaryDirectory() as scratch:
-        record = pathlib.Path(scratch) / "record.jsonl"
-        env = dict(os.environ, MINITENSOR_QUICK="1" if quick else "0", MINITENSOR_DEMO_RECORD=str(record))
-        env["PYTHONPATH"] = os.pathsep.join(p for p in [str(FOLDER.parent), env.get("PYTHONPATH", "")] if p)
-        start = time.perf_counter()
-        status = subprocess.run([sys.executable, str(FOLDER / f"{name}.py")], env=env).returncode
-        seconds = time.perf_counter() - start
-        checks, figure = read_record(record)
-    return checks, figure, seconds, status
+    """Run demos/NAME.py in a fresh process, its output as it prints; return (checks, figure,
+    seconds, exit status)."""
+    print(f"\n=== {name} ===", flush=True)
+    return finish(name, start(name, quick, capture=False))
+
+
+def run_all(names, quick, jobs, progress):
+    """{name: (checks, figure, seconds, status)}, up to `jobs` demos at a time, longest first."""
+    if jobs <= 1:
+        results = {}
+        for name in names:
+            results[name] = run(name, quick)
+            progress.update()
+        return results
+    queue = sorted(names, key=lambda name: name not in LONGEST)  # the long ones start first
+    running, results = {}, {}
+    while queue or running:
+        while queue and len(running) < jobs:
+            name = queue.pop(0)
+            running[name] = start(name, quick, capture=True)
+        done = [name for name, entry in running.items() if entry[0].poll() is not None]
+        for name in done:
+            results[name] = finish(name, running.pop(name))
+            progress.update()
+        if not done:
+            time.sleep(0.2)
+    return results
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m demos", description=__doc__)
     parser.add_argument("names", nargs="*", help=f"demos to run (default: all): {', '.join(DEMOS)}")
     parser.add_argument("--quick", action="store_true", help="shrink training (for tests); same as MINITENSOR_QUICK=1")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                        help="demos run at a time (default: 2, or 1 on one core); 1 shows each demo's output as it prints")
     args = parser.parse_args(argv)
     unknown = [n for n in args.names if n not in DEMOS]
     if unknown:
         parser.error(f"unknown demo(s) {', '.join(unknown)}; known: {', '.join(DEMOS)}")
     names = args.names or DEMOS
     started = time.perf_counter()
+    with tqdm(total=len(names), desc="demos", unit="demo", file=sys.stderr) as progress:
+        results = run_all(names, args.quick, args.jobs if len(names) > 1 else 1, progress)
     rows = []
-    for name in tqdm(names, desc="demos", unit="demo", file=sys.stderr):
-        print(f"\n=== {name} ===", flush=True)
-        checks, figure, seconds, status = run(name, args.quick)
+    for name in names:
+        checks, figure, seconds, status = results[name]
         rows.append((name, sum(checks.values()), len(checks), seconds, figure, status))
     print("\n" + f"{'demo':24}{'checks':>10}{'seconds':>10}  figure")
     for name, passed, total, seconds, figure, status in rows:
         shown = os.path.relpath(figure) if figure else f"(stopped with an error, exit status {status})"
         print(f"{name:24}{passed:>6}/{total:<3}{seconds:>10.1f}  {shown}")
     minutes, seconds = divmod(round(time.perf_counter() - started), 60)
+    side_by_side = f", {args.jobs} at a time" if args.jobs > 1 and len(rows) > 1 else ""
     print(f"\ntotal time: {minutes} min {seconds:02d} s for {len(rows)} demo{'s' * (len(rows) != 1)}"
-          f"{' (quick)' if args.quick else ''}")
+          f"{' (quick)' if args.quick else ''}{side_by_side}")
     failed = [row[0] for row in rows if row[1] != row[2] or row[5] or not row[2]]
     if failed:
         print(f"checks failed in: {', '.join(failed)}: this run does not agree with the reference figures "

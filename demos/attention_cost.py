@@ -5,13 +5,16 @@
 # term) of the four d x d projections and the MLP of width 4d, and of the attention scores and the
 # weighted sum. The seed finds the two equal at T = 6d: below that the weights dominate, above it
 # attention does. We time both parts with minitensor as T grows (d = 64, so the crossover is at
-# T = 384) and compare with the counts.
+# T = 384), in CPU time on one thread so that a busy machine does not bend the curves, and compare
+# with the counts.
 
 # %%
+import time
+
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 import minitensor as mt
-from minitensor.timing import best_seconds
 
 from demos._common import QUICK, Checks, plt, save
 
@@ -30,6 +33,17 @@ def attention_operations(T, d):
     # BEGIN SOLUTION demo_attention_cost
     return 2 * T * T * d * 2
     # END SOLUTION
+
+
+def cpu_seconds(run, repeats=3):
+    """The best of `repeats` calls of run() (after one untimed), in CPU time of this thread."""
+    run()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.thread_time()
+        run()
+        best = min(best, time.thread_time() - start)
+    return best
 
 
 def counted_operations(run):
@@ -57,24 +71,34 @@ rng = np.random.default_rng(0)
 weights = {name: mt.tensor(rng.standard_normal(shape).astype(np.float32) / 8)
            for name, shape in [("q", (D, D)), ("k", (D, D)), ("v", (D, D)), ("o", (D, D)), ("fc1", (D, 4 * D)), ("fc2", (4 * D, D))]}
 lengths = [64, 128, 256, 512, 1024] if QUICK else [32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072]
-weight_ms, attention_ms, weight_counts, attention_counts = [], [], [], []
-with mt.no_grad(), mt.use_backend("numpy"):
+# A busy machine once put a 24 ms spike at T = 256 into the wall-clock times: a product that
+# waits for its core is timed waiting. So each product is timed on one BLAS thread, by the CPU
+# time of that thread (time.thread_time: the time it computed, not the time it waited), best of
+# a few calls, in ROUNDS sweeps spread over the run, its time the best over the sweeps.
+ROUNDS = 3 if QUICK else 5
+parts = []
+with mt.no_grad(), mt.use_backend("numpy"), threadpool_limits(limits=1, user_api="blas"):
     for T in lengths:
         x = mt.tensor(rng.standard_normal((T, D)).astype(np.float32))
         q, k, v = x @ weights["q"], x @ weights["k"], x @ weights["v"]
 
-        def projections_and_mlp():
+        def projections_and_mlp(x=x):
             for name in ("q", "k", "v", "o"):
                 x @ weights[name]
             (x @ weights["fc1"]) @ weights["fc2"]
 
-        def scores_and_sum():  # the softmax between them is not counted
+        def scores_and_sum(q=q, k=k, v=v):  # the softmax between them is not counted
             (q @ k.T) @ v
 
-        weight_ms.append(best_seconds(projections_and_mlp) * 1e3)
-        attention_ms.append(best_seconds(scores_and_sum) * 1e3)
-        weight_counts.append(counted_operations(projections_and_mlp))
-        attention_counts.append(counted_operations(scores_and_sum))
+        parts.append((projections_and_mlp, scores_and_sum))
+    weight_counts = [counted_operations(weights_part) for weights_part, _ in parts]
+    attention_counts = [counted_operations(attention_part) for _, attention_part in parts]
+    rounds = np.array([[[cpu_seconds(part) * 1e3 for part in pair] for pair in parts] for _ in range(ROUNDS)])
+weight_ms, attention_ms = rounds.min(axis=0).T  # (rounds, lengths, 2) -> the best per length and part
+spread = rounds.max(axis=0) / rounds.min(axis=0)  # how much the rounds disagreed, per length and part
+print(f"each time: this thread's CPU time, one BLAS thread, the best of {ROUNDS} sweeps; the sweeps' largest "
+      f"spread (max / min) was "
+      f"{spread.max():.1f}x, at T = {lengths[int(spread.max(axis=1).argmax())]}")
 print(f"{'T':>6}{'weights part':>14}{'attention part':>16}{'measured ratio':>16}{'counted ratio':>15}")
 for T, a, b in zip(lengths, weight_ms, attention_ms):
     print(f"{T:>6}{a:>12.3f}ms{b:>14.3f}ms{b / a:>16.2f}{attention_operations(T, D) / weight_operations(T, D):>15.2f}")
@@ -103,6 +127,6 @@ ax.plot(lengths, weight_operations(lengths_a, D) / rate, "--", color="tab:blue",
 ax.plot(lengths, attention_operations(lengths_a, D) / rate, "--", color="tab:orange", alpha=0.5,
         label="scores + weighted sum: counted operations at that rate")
 ax.axvline(6 * D, color="gray", ls=":", label="T = 6d")
-ax.set(xscale="log", yscale="log", xlabel="sequence length T", ylabel="ms (forward, one layer, d = 64)", title="forward cost: weights vs attention")
+ax.set(xscale="log", yscale="log", xlabel="sequence length T", ylabel="CPU ms (forward, one layer, d = 64, one thread)", title="forward cost: weights vs attention")
 ax.legend(fontsize=8)
 save(fig, "attention_cost")

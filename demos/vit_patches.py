@@ -1,10 +1,12 @@
 # %% [markdown]
 # # A vision transformer's input (seed 000, "Vision transformers").
 #
-# A real photograph (matplotlib's sample image) cut into 7 x 7 patches of 32 x 32 pixels for the
-# figure; ViT's own input is 14 x 14 patches of 16 x 16. The patch embedding is a convolution
-# whose kernel size and stride equal the patch size; it equals one linear map applied to every
-# flattened patch. ViT-Tiny's: tokens (1, 196, 192), 147,648 parameters.
+# A real photograph (matplotlib's sample image), 224 x 224, cut as ViT cuts it: 14 x 14 = 196
+# patches of 16 x 16, the tokens the checks below count (with ViT's class token, 197). The
+# chapter's figure cuts its image into 7 x 7 patches of 32 x 32 "for legibility"; ours draws the
+# 196 patches themselves, so that the figure shows what the checks count. The patch embedding is
+# a convolution whose kernel size and stride equal the patch size; it equals one linear map
+# applied to every flattened patch. ViT-Tiny's: tokens (1, 196, 192), 147,648 parameters.
 
 # %%
 import numpy as np
@@ -64,23 +66,32 @@ checks("tokens (1, 196, 192)", tokens.shape == (1, 196, 192))
 checks("147,648 parameters", embed.num_parameters() == 147_648)
 
 # %% [markdown]
-# The figure: the photograph cut into 7 x 7 patches of 32 x 32, and the sequence they become
+# The figure: the photograph cut into the 196 patches of 16 x 16, and the sequence they become
 
 # %%
-grid = patches(mt.tensor(image[None]), 32).data[0].reshape(49, 3, 32, 32)
-fig = plt.figure(figsize=(13, 5.2), layout="constrained")
-left, right = fig.subfigures(1, 2, width_ratios=[1, 1.6])
+grid = patches(mt.tensor(image[None]), P).data[0].reshape(-1, 3, P, P)  # (196, 3, 16, 16): the tokens' patches
+print(f"the figure's patches: {len(grid)} of {P} x {P}; with the class token, {len(grid) + 1} tokens (the chapter: 197)")
+checks("the figure draws the 196 patches the tokens are made of", len(grid) == tokens.shape[1] == 196)
+per_row, gap = 14, 4  # the sequence in lines of 14 patches (raster order), 4 white pixels apart
+rows = len(grid) // per_row
+strip = np.ones((rows * (P + gap), per_row * (P + gap), 3))
+for index, patch in enumerate(grid):
+    row, col = divmod(index, per_row)
+    strip[row * (P + gap) : row * (P + gap) + P, col * (P + gap) : col * (P + gap) + P] = patch.transpose(1, 2, 0)
+fig = plt.figure(figsize=(13, 6), layout="constrained")
+left, right = fig.subfigures(1, 2, width_ratios=[1, 1.1])
 ax = left.subplots()
 ax.imshow(image.transpose(1, 2, 0))
-for k in range(1, 7):
-    ax.axhline(32 * k - 0.5, color="w", lw=1)
-    ax.axvline(32 * k - 0.5, color="w", lw=1)
-ax.set(title="224 x 224 photograph, 7 x 7 patches of 32 x 32", xticks=[], yticks=[])
-cells = right.subplots(4, 13)
-right.suptitle("the sequence of patches (raster order), each flattened to 3 x 32 x 32 = 3,072 numbers")
-for index, cell in enumerate(cells.flat):
-    cell.axis("off")
-    if index < 49:
-        cell.imshow(grid[index].transpose(1, 2, 0))
-        cell.set_title(str(index + 1), fontsize=7)
+side = image.shape[1] // P
+for k in range(1, side):
+    ax.axhline(P * k - 0.5, color="w", lw=0.6)
+    ax.axvline(P * k - 0.5, color="w", lw=0.6)
+ax.set(title=f"224 x 224 photograph, {side} x {side} = {side * side} patches of {P} x {P}", xticks=[], yticks=[])
+ax = right.subplots()
+ax.imshow(strip)
+ax.set_yticks([row * (P + gap) + P / 2 for row in range(rows)], [f"{row * per_row + 1}-{(row + 1) * per_row}" for row in range(rows)])
+ax.set_xticks([])
+ax.set(ylabel="tokens (raster order)")
+ax.set_title(f"the sequence of {len(grid)} tokens, in lines of {per_row}: each patch flattened to\n"
+             f"3 x {P} x {P} = {3 * P * P} numbers, then mapped to d = {d}")
 save(fig, "vit_patches")

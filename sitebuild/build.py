@@ -205,9 +205,31 @@ def hide_solution_lines(page_html):
     return page_html[:start] + payload + page_html[end:]
 
 
-def demo_page(name, notebook, backward, student, docs, teacher=False):
+QUICK_NOTE = ("!!! warning \"A quick run: not the chapter's numbers\"\n    This site was built in quick mode "
+              "(`MINITENSOR_QUICK=1`: training cut to a few steps), so the outputs below are a quick run's, and "
+              "its figure is marked QUICK RUN. Beside it, the reference figure: a full run's, as `make demo` draws "
+              "it (`demos/figures/{name}.png`). `make site SITE_FLAGS=--full` builds the site from full runs.\n")
+
+
+def reference_beside(name, figure, docs):
+    """The quick run's figure beside the reference figure (a full run's, demos/figures/NAME.png),
+    each captioned; the quick one alone where the demo has no reference figure."""
+    reference = ROOT / "demos" / "figures" / f"{name}.png"
+    quick = f"![{name}: {figure} (quick run)]({figure})"
+    if not reference.is_file():
+        return quick + "\n"
+    (docs / "demos" / name / "reference.png").write_bytes(reference.read_bytes())
+    return ('<div class="quick-and-reference" markdown>\n\n'
+            f'<figure markdown>\n\n![{name}: the reference figure, a full run]({name}/reference.png)\n\n'
+            '<figcaption>the reference figure: a full run (<code>make demo</code>)</figcaption>\n</figure>\n\n'
+            f'<figure markdown>\n\n{quick}\n\n'
+            '<figcaption>this build: a quick run (training cut short)</figcaption>\n</figure>\n\n</div>\n')
+
+
+def demo_page(name, notebook, backward, student, docs, teacher=False, quick=False):
     """docs/demos/NAME.md from the executed notebook: the markdown cells as they are, each code
-    cell as the student copy has it, then its printed output and figures."""
+    cell as the student copy has it, then its printed output and figures. From a quick run, the
+    page says so at the top and each figure stands beside the reference figure (a full run's)."""
     import jupytext
 
     shown = jupytext.read(student / "demos" / f"{name}.py")
@@ -239,15 +261,19 @@ def demo_page(name, notebook, backward, student, docs, teacher=False):
             elif "image/png" in output.get("data", {}):
                 figures += 1
                 (folder / name / f"figure-{figures}.png").write_bytes(base64.b64decode(output["data"]["image/png"]))
-                parts.append(f"![{name}: figure {figures}]({name}/figure-{figures}.png)\n")
+                if quick:
+                    parts.append(reference_beside(name, f"{name}/figure-{figures}.png", docs))
+                else:
+                    parts.append(f"![{name}: figure {figures}]({name}/figure-{figures}.png)\n")
             elif "text/plain" in output.get("data", {}) and not output["data"]["text/plain"].startswith("PosixPath("):
                 # a cell's last value; save()'s path (where the figure went on the build machine) is not shown
                 parts.append(_fence(output["data"]["text/plain"], "text"))
     title_end = 1 if parts and parts[0].startswith("# ") else 0
     header = parts[0].split("\n", 1) if title_end else ["# " + name, ""]
     links = (f"\n[Download the source](../sources/{name}.py) (the student copy's `demos/{name}.py`; run it with "
-             f"`python demos/{name}.py`, or open it as a notebook). These outputs come from the quick run "
-             f"(`MINITENSOR_QUICK=1`) unless the site was built with `--full`.\n")
+             f"`python demos/{name}.py`, or open it as a notebook).\n")
+    if quick:
+        links += "\n" + QUICK_NOTE.format(name=name)
     if backward is not None and answer_figure:
         # its values are the withheld figure's (the task's answer at the demo's inputs): left out with it
         task = f"demo_{name}"
@@ -342,7 +368,9 @@ def _local_links(body, source, docs, depth):
     since the site holds no copy of the repository."""
 
     def replace(match):
-        bang, text, target = match.group(1), match.group(2), match.group(3)
+        if match.group("code"):  # code is shown as written: `model[0](x)` is a call, not a link
+            return match.group(0)
+        bang, text, target = match.group("bang"), match.group("text"), match.group("target")
         if re.match(r"[a-z]+:|#", target):
             return match.group(0)
         path = (source.parent / target).resolve()
@@ -355,7 +383,9 @@ def _local_links(body, source, docs, depth):
             return f"![{text}]({'../' * depth}assets/{relative})"
         return f"{text} (`{target}`)"
 
-    return re.sub(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)", replace, body)
+    code = r"(?P<code>^(?P<fence>`{3,}).*?^(?P=fence)|(?P<ticks>`+)(?:(?!\n\n).)+?(?P=ticks))"  # fenced or inline
+    link = r"(?P<bang>!?)\[(?P<text>[^\]]*)\]\((?P<target>[^)\s]+)\)"
+    return re.sub(f"{code}|{link}", replace, body, flags=re.S | re.M)
 
 
 def guide_pages(docs):
@@ -364,10 +394,12 @@ def guide_pages(docs):
     missing = [title for title in GUIDE + [TEACHERS] if title not in sections]
     if missing:
         raise RuntimeError(f"the README has no section {missing}: update GUIDE in {__file__}")
-    first = [title for title in sections if "first session" in title.lower()]  # where a README has one
+    # The README's "Your first session" is the teacher's (make demo, the pdb session, gradcheck):
+    # in a student copy those stop at the tasks not yet done. A student's first session is the
+    # student README's "Setting up", on the students' page (task_pages), so the guide starts after it.
     (docs / "guide").mkdir(parents=True, exist_ok=True)
     nav = []
-    for title in first + GUIDE:
+    for title in GUIDE:
         body = _local_links(redact(sections[title]), ROOT / "README.md", docs, 1)
         (docs / "guide" / f"{slug(title)}.md").write_text(f"# {title}\n{body}\n")
         nav.append({title: f"guide/{slug(title)}.md"})
@@ -485,7 +517,7 @@ def _build(quick, fresh, names, out, work, student, teacher):
     demo_nav = []
     for name in names:
         notebook, backward = executed[name]
-        title = demo_page(name, notebook, backward, student, docs, teacher)
+        title = demo_page(name, notebook, backward, student, docs, teacher, quick)
         demo_nav.append({title: f"demos/{name}.md"})
     home_page(docs, demo_nav)
     nav = [{"Home": "index.md"}, {"Demos": demo_nav}, {"Guide": guide_pages(docs)},

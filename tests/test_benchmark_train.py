@@ -6,6 +6,7 @@ import pytest
 
 import minitensor as mt
 from benchmarks import train
+from benchmarks.common import compare_rounds
 
 
 def test_both_sides_are_the_seeds_adding_problem_transformer():
@@ -47,5 +48,7 @@ def test_the_overhead_line_prints_ratio_target_and_floor(monkeypatch, capsys):
     timed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(timed) == {label for label, _ in overhead.ROWS} and all(s > 0 for s in timed.values())
     label = overhead.ROWS[0][0]
-    line = overhead.mix_line({label: {"minitensor": 2e-5, "engine-alone": 1e-5, "torch": 1e-5, "ratio": 2.0}})
+    compared = compare_rounds([2e-5], [1e-5])
+    line = overhead.mix_line({label: {"minitensor": 2e-5, "engine-alone": 1e-5, "torch": 1e-5, "ratio": 2.0,
+                                      "compared": compared}})
     assert "2.00x" in line and f"target <= {overhead.TARGET}x" in line and "floor" in line

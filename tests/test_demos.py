@@ -123,3 +123,33 @@ def test_an_attention_memory_point_counts_the_kernel_not_the_compiler(tmp_path):
     seconds, memory = map(float, out.split())
     assert list(tmp_path.iterdir()), "the kernels were compiled into the empty cache"
     assert memory < 15, f"peak extra memory {memory:.1f} MB at T = {SHORT_KEYS + 64}: the compiler's, not the kernel's"
+
+
+def test_the_runner_runs_two_demos_side_by_side_and_prints_each_whole(tmp_path, monkeypatch, capsys):
+    """Two at a time (the machine's two cores: the adding problem, started first, runs beside the
+    rest), each demo's output printed in one piece when it ends, and the table in the usual order."""
+    from demos import __main__ as runner
+
+    fake = tmp_path / "demos"
+    fake.mkdir()
+    for name in ("adding_problem", "scaling", "stacking"):
+        (fake / f"{name}.py").write_text(
+            "import time\nfrom demos._common import Checks\n"
+            f"log = open({str(tmp_path / 'log')!r}, 'a')\nlog.write(f'{name} start {{time.time()}}\\n'); log.flush()\n"
+            f"print('{name} begins', flush=True)\ntime.sleep(3 if '{name}' == 'adding_problem' else 0.2)\n"
+            f"log.write(f'{name} end {{time.time()}}\\n'); log.flush()\nChecks()('{name} ends', True)\n")
+    monkeypatch.setattr(runner, "FOLDER", fake)
+    started = []
+    original = runner.start
+    monkeypatch.setattr(runner, "start", lambda name, *args, **kwargs: started.append(name) or original(name, *args, **kwargs))
+    assert runner.main(["scaling", "stacking", "adding_problem", "--jobs", "2"]) == 0
+    times = {tuple(line.split()[:2]): float(line.split()[2]) for line in (tmp_path / "log").read_text().splitlines()}
+    assert times["scaling", "start"] < times["adding_problem", "end"]  # side by side
+    assert started[0] == "adding_problem"
+    out = capsys.readouterr().out
+    for name in ("adding_problem", "scaling", "stacking"):
+        block = out.split(f"=== {name} ===\n", 1)[1].split("\n\n", 1)[0]
+        assert block == f"{name} begins\n{name} ends: True", block
+    table = out.split("figure\n", 1)[1].split("\n\n")[0].splitlines()
+    assert [row.split()[0] for row in table] == ["scaling", "stacking", "adding_problem"]
+    assert "2 at a time" in out

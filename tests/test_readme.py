@@ -131,3 +131,19 @@ def test_the_commands_named_in_the_readmes_prose_exist():
         assert importlib.util.find_spec(module) is not None, f"`python -m {module}` in the README: no such module"
     for script in set(re.findall(r"python ([\w/]+\.py)", text)):
         assert (ROOT / script).is_file(), f"`python {script}` in the README: no such file"
+
+
+def test_the_first_sessions_pdb_shortlist_runs_without_an_error():
+    """Step 3 of the first session lists pdb commands to type; typed in that order into
+    `python -m pdb examples/debug_attention.py`, none may answer with an error (a `p y` before
+    the line that assigns y answered `*** NameError`)."""
+    step = README.read_text().split("3. **Step through a backward pass**", 1)[1].split("\n4. ", 1)[0]
+    commands = re.findall(r"`([^`]+)`", " ".join(step.split()))
+    assert commands[:3] == ["until 11", "break mt.ops.Softmax.backward", "continue"], commands
+    assert commands[-1] == "p y", commands
+    result = subprocess.run([sys.executable, "-m", "pdb", "examples/debug_attention.py"],
+                            input="\n".join(commands + ["quit"]) + "\n", capture_output=True, text=True, cwd=ROOT,
+                            timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    errors = [line for line in result.stdout.splitlines() if "***" in line]
+    assert not errors, f"pdb answered {errors} to {commands}"
+    assert "array([[0.40111209" in result.stdout  # p y printed the softmax output

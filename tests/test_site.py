@@ -253,3 +253,18 @@ def test_search_works_from_files(site, browser):
     assert page.locator(".md-search-result__item").count() > 0
     assert not opened.errors and not opened.blocked
     opened.close()
+
+
+def test_a_quick_build_says_so_and_shows_the_reference_figure_beside_its_own(site):
+    """The default build is quick: each demo page says at the top that its outputs are a quick
+    run's, and its figure stands beside the reference figure (a full run's, demos/figures/)."""
+    out, _ = site
+    if json.loads((out / "build.json").read_text())["quick"] is False:
+        pytest.skip("a full build (--full): its figures are the full runs'")
+    page = (out / "demos" / "soft_lookup.html").read_text()
+    assert "A quick run: not the chapter" in page
+    assert 'class="quick-and-reference"' in page
+    assert "soft_lookup/reference.png" in page and "soft_lookup/figure-1.png" in page
+    assert (out / "demos" / "soft_lookup" / "reference.png").read_bytes() == \
+        (sitebuild.ROOT / "demos" / "figures" / "soft_lookup.png").read_bytes()
+    assert page.index("A quick run") < page.index("soft_lookup/figure-1.png")

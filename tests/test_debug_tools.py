@@ -269,7 +269,7 @@ def test_the_engine_runs_without_an_observer():
         y.backward()
         assert y.grad_fn.site is None
     finally:
-        autograd.set_observer(mt.debug._observer)
+        autograd.set_observer(mt.debug.engine_observer)
     np.testing.assert_array_equal(x.grad, [2.0, 4.0])
 
 

@@ -103,6 +103,7 @@ def summed_axes(grad_shape, shape):
 #              (set_observer(None)) runs everything exactly as written.
 _views = None
 _observer = None
+_record_site = None  # _observer.record_site, looked up once here: apply calls it for every recorded op
 
 
 def set_observer(observer):
@@ -110,8 +111,9 @@ def set_observer(observer):
     apply), watching (a tool is active: the calls below are made), after_forward(function, ctx,
     arrays, options, output), call_backward(node, grad), after_backward(node, grad, grad_inputs,
     summed), describe(ctx) and site_of(ctx, position) (made at, module, input source); None removes it."""
-    global _observer
+    global _observer, _record_site
     _observer = observer
+    _record_site = observer.record_site if observer is not None else None
 
 
 _Tensor = None
@@ -315,7 +317,7 @@ class Function:
 
         if _observer is not None:  # hook: mt.debug notes where your code made this node, and tells the tools
             if records:
-                ctx.site = _observer.record_site()
+                ctx.site = _record_site()
             if _observer.watching:
                 _observer.after_forward(cls, ctx, arrays, options, output)
         result = Tensor._from_op(output, ctx if records else None)

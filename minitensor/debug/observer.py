@@ -69,7 +69,7 @@ def _debug_backward(node, grad, reason=None):
     op = node.name  # noqa: F841 (named locals for you to print)
     made_at = created_at(node)  # noqa: F841 (not `where`: that is a pdb command)
     module = module_path(node)  # noqa: F841
-    saved = node.saved  # noqa: F841
+    saved = dict(node.saved)  # noqa: F841 (a plain dict: `p saved` prints the arrays by name)
     breakpoint()  # break_on: `p grad`, `p saved`, then `step` twice to enter the op's backward
     grad_inputs = node.function.backward(node, grad)
     return grad_inputs

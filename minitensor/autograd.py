@@ -32,6 +32,8 @@ edges. Leaves add what reaches them into `.grad`.
 Writing your own op: see `Function` below.
 """
 
+from types import MappingProxyType
+
 import numpy as np
 
 from . import autograd_errors as errors
@@ -95,19 +97,23 @@ def summed_axes(grad_shape, shape):
 #   _views     views.py: views and in-place changes (a view whose base changed in place gets
 #              its grad_fn re-made before use; a view output shares its input's memory record;
 #              a node records the versions of the arrays it saved, checked by saved_tensors).
-#   _observer  debug/observer.py: notes the line of your code that made each node (ctx.site); while a
-#              tool is active (watching_backward), runs each backward for it, so break_on can
-#              stop inside. None (set_observer(None)) runs everything exactly as written.
+#   _observer  debug/observer.py: record_site() notes the line of your code that made each node
+#              (ctx.site), one call per recorded op; while a tool is active (watching), it sees
+#              every forward and runs each backward for it, so break_on can stop inside. None
+#              (set_observer(None)) runs everything exactly as written.
 _views = None
 _observer = None
+_record_site = None  # _observer.record_site, looked up once here: apply calls it for every recorded op
 
 
 def set_observer(observer):
-    """Install the object with after_forward(function, ctx, arrays, options, output),
-    watching_backward, call_backward(node, grad), after_backward(node, grad, grad_inputs,
+    """Install the object with record_site() (the site of the op being recorded, called from
+    apply), watching (a tool is active: the calls below are made), after_forward(function, ctx,
+    arrays, options, output), call_backward(node, grad), after_backward(node, grad, grad_inputs,
     summed), describe(ctx) and site_of(ctx, position) (made at, module, input source); None removes it."""
-    global _observer
+    global _observer, _record_site
     _observer = observer
+    _record_site = observer.record_site if observer is not None else None
 
 
 _Tensor = None
@@ -137,13 +143,17 @@ class Context:
       name              the op's name, e.g. "Softmax"
       function          the Function subclass (Softmax), whose backward will run
       needs_input_grad  one bool per input: skip work for inputs that need no gradient
-      saved_tensors     the arrays forward saved (raises once they were freed)
-      saved_names       their names: save_for_backward(y=y) names one y, a positional one saved[i]
+      saved_tensors     the arrays forward saved, for backward (raises once they were freed)
+      saved             the same, read-only, by name, for the tools: {"y": y} ({} once freed)
+      saved_arrays      the same as a tuple (() once freed); saved_names their names, in order
+      freed             whether backward has freed them (retain_graph=False)
       input_names       one per input, the names forward gives its arrays (q, k, v)
       edges             one per input: its grad_fn (a Context), the leaf Tensor, or None
       input_shapes      the input shapes, so broadcasting can be undone
-      site              where your code made it (mt.debug.created_at(node) formats it)
-    Anything an op sets on ctx (ctx.axis = axis) stays there as a plain attribute.
+      site              where your code made it (mt.debug.created_at(node) formats it,
+                        mt.debug.module_path(node) names the module that made it)
+    The tools (mt.debug, mt.viz, the backward page, gradcheck) read a node through these names
+    only. Anything an op sets on ctx (ctx.axis = axis) stays there as a plain attribute.
     """
 
     _hooks = ()  # per-node list, created on first register_hook
@@ -184,15 +194,27 @@ class Context:
         else:
             self._saved = arrays
 
-    def _saved_arrays(self):
-        """The saved arrays as a tuple, whichever form forward saved them in; () if none."""
+    @property
+    def saved_arrays(self):
+        """The saved arrays as a tuple, whichever form forward saved them in: () if none, or once
+        backward freed them. Unlike saved_tensors it never raises (the tools show what is there)."""
         saved = self._saved
         return tuple(saved.values()) if type(saved) is dict else saved or ()
 
     @property
     def saved_names(self):
         """One name per saved array (node_names.py says how they are read)."""
-        return node_names.saved_names(self)
+        return node_names.saved_names(self.function.forward, self._saved)
+
+    @property
+    def saved(self):
+        """The saved arrays by name, read-only ({"y": y}); empty once backward freed them."""
+        return MappingProxyType(dict(zip(self.saved_names, self.saved_arrays)))
+
+    @property
+    def freed(self):
+        """Whether backward freed the saved arrays (run it with retain_graph=True to keep them)."""
+        return self._freed
 
     @property
     def input_names(self):
@@ -293,8 +315,11 @@ class Function:
         if records and output.dtype.kind == "c":
             raise errors.complex_result(cls, output)
 
-        if _observer is not None:  # hook: mt.debug notes where your code made this node
-            _observer.after_forward(cls, ctx, arrays, options, output)
+        if _observer is not None:  # hook: mt.debug notes where your code made this node, and tells the tools
+            if records:
+                ctx.site = _record_site()
+            if _observer.watching:
+                _observer.after_forward(cls, ctx, arrays, options, output)
         result = Tensor._from_op(output, ctx if records else None)
         if records:
             ctx._record(inputs, output.shape)
@@ -359,7 +384,7 @@ def walk(root, grad=None, retain_graph=False):
         _accumulate_leaf(root, grad)
         return
 
-    watched = _observer is not None and _observer.watching_backward  # hook: a tool active as backward starts
+    watched = _observer is not None and _observer.watching  # hook: a tool active as backward starts
     pending = {root.grad_fn: grad}  # node -> sum of the gradients reaching its output
     leaf_grads = {}  # id(leaf) -> (leaf, sum of the gradients reaching it)
     for node in topological_order(root.grad_fn):

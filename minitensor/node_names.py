@@ -27,16 +27,15 @@ def input_names(forward, count):
     return tuple(names)
 
 
-def saved_names(ctx):
-    """One name per array ctx saved: its keyword (save_for_backward(y=y)); else the argument
-    of forward's ctx.save_for_backward(...) call with that many arguments: a variable gives its
-    name (q), `a if needs_b else None` gives a, anything else its source text; else saved[i]
-    (forward's source cannot be read, or has no such call)."""
-    saved = ctx._saved
+def saved_names(forward, saved):
+    """One name per array a node saved (saved: what forward passed to save_for_backward, a tuple,
+    or a dict for keywords): its keyword (save_for_backward(y=y)); else the argument of forward's
+    ctx.save_for_backward(...) call with that many arguments: a variable gives its name (q),
+    `a if needs_b else None` gives a, anything else its source text; else saved[i] (forward's
+    source cannot be read, or has no such call)."""
     if type(saved) is dict:
         return tuple(saved)
     count = len(saved or ())
-    forward = ctx.function.forward
     calls = _save_calls.get(forward)
     if calls is None:
         calls = _save_calls[forward] = _read_save_calls(forward)

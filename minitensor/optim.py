@@ -18,6 +18,7 @@ import numpy as np
 
 from .autograd import no_grad
 from .tensor import Tensor
+from .views import increment_version
 
 
 class Optimizer:
@@ -70,7 +71,7 @@ class Optimizer:
                 for p in group["params"]:
                     if p.grad is not None:
                         self.update(p, p.grad, group, self.state.setdefault(id(p), {}))
-                        p._bump_version()  # the parameter changed in place
+                        increment_version(p)  # the parameter changed in place
 
     def update(self, p, grad, group, state):
         raise NotImplementedError

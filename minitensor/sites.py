@@ -7,6 +7,10 @@ node (in ctx.site), so a node carries it from the moment it is made:
     module_path(node)    the module that made it, by the name your code gives the model: block.ln1
     part_of(node)        (name, submodule) of the model that made it: ("attn", the attention)
     leaf_labels(loss)    id(leaf) -> x.name, else its parameter name in the model: block.ln1.weight
+    module_of(node)      the innermost Module that made it (module_text: "block.ln1 (LayerNorm)")
+    models_of(nodes), parameter_names(models)   the models that made nodes; their parameters' names
+    short_path(filename) models/layernorm.py for the library's files, yours relative to the cwd
+    record_site()        what the observer stores in ctx.site, once for each op that makes a node
 
 Every tool in mt.debug, mt.gradcheck's report and the backward page show nodes and leaves
 through these. This module imports only the engine and nn.module, so that gradcheck and the
@@ -25,6 +29,7 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _MODELS = os.path.join(os.path.dirname(_PACKAGE.rstrip(os.sep)), "models") + os.sep
 _LIBRARY = (_PACKAGE, _MODELS)
 _MODULE_CALL = Module.__call__.__code__
+_getframe = sys._getframe
 
 # ----------------------------------------------------------------------------
 # Where each node was made
@@ -71,10 +76,28 @@ def _unpack(site):
     return site
 
 
-def _record_site(frame):
-    """The site of the op whose caller runs in frame (see above). Frames inside minitensor/
-    are skipped; frames inside models/ (and forward methods of your own Modules) are kept, up
-    to and including the first other frame of your code."""
+def record_site():
+    """The site of the op Function.apply is recording (see above): the engine's observer calls
+    this once for every op that makes a node, so it is the whole per-op cost of sites. One walk
+    up the frames from apply's caller: out of minitensor's own frames (x.sigmoid() is two frames
+    deep), and, in the common case, it stops at the first frame, yours."""
+    frame = _getframe(2)  # 0 here, 1 Function.apply, 2 its caller
+    code = frame.f_code
+    place = _places.get(code.co_filename) or _place(code.co_filename)
+    while place is _ENGINE and code is not _MODULE_CALL and frame.f_back is not None:
+        frame = frame.f_back
+        code = frame.f_code
+        place = _places.get(code.co_filename) or _place(code.co_filename)
+    if place is _YOURS and code.co_name != "forward":
+        return code, frame.f_lasti  # your code called the op: the common case
+    return _walk_from(frame)  # inside a model: the same walk goes on, to your line
+
+
+def _walk_from(frame):
+    """The site of an op whose caller's frames start at frame, a frame of models/, of a Module
+    call or of a forward method (see above). Frames inside minitensor/ are skipped; frames inside
+    models/ (and forward methods of your own Modules) are kept, up to and including the first
+    other frame of your code."""
     frames, module_calls = [], []
     while frame is not None:
         code = frame.f_code
@@ -112,7 +135,7 @@ def _line(code, offset):
     return code.co_firstlineno
 
 
-def _short(filename):
+def short_path(filename):
     """models/layernorm.py for the library's files; yours relative to the working directory
     when inside it."""
     if filename.startswith(_LIBRARY):
@@ -123,7 +146,7 @@ def _short(filename):
 
 def _format_frame(code, offset, with_source=True):
     line = _line(code, offset)
-    where = f"{_short(code.co_filename)}:{line}"
+    where = f"{short_path(code.co_filename)}:{line}"
     source = linecache.getline(code.co_filename, line).strip() if with_source else ""
     return f"{where}: {source}" if source else where
 
@@ -203,7 +226,7 @@ def _path_in(model, module):
     return None
 
 
-def _parameter_names(modules):
+def parameter_names(modules):
     """id(parameter) -> "block.ln1.weight" for every parameter of the given models."""
     names = {}
     for module in modules:
@@ -229,13 +252,19 @@ def module_path(node):
     return root if not path else f"{root}.{path}"
 
 
-def _module_text(node):
+def module_text(node):
     """"gpt.blocks.1.attn (MultiHeadAttention)", or None."""
     path = module_path(node)
     if path is None:
         return None
-    inner = _unpack(node.site)[3]()
-    return f"{path} ({type(inner).__name__})"
+    return f"{path} ({type(module_of(node)).__name__})"
+
+
+def module_of(node):
+    """The innermost Module whose forward made node (the one module_path names), or None."""
+    site = getattr(getattr(node, "grad_fn", node), "site", None)
+    inner = _unpack(site)[3] if site is not None else None
+    return inner() if inner is not None else None
 
 
 def _model_of(node):
@@ -259,7 +288,7 @@ def part_of(node):
     return None
 
 
-def _models_of(nodes):
+def models_of(nodes):
     """The outermost Modules whose forward made any of nodes, each once."""
     models = {}
     for node in nodes:
@@ -276,7 +305,7 @@ def leaf_labels(root):
         nodes = autograd.topological_order(root)
     else:
         nodes = autograd.topological_order(root.grad_fn) if root.grad_fn is not None else []
-    names = _parameter_names(_models_of(nodes))
+    names = parameter_names(models_of(nodes))
     labels = {}
     leaves = [root] if not nodes else [e for n in nodes for e in n.edges
                                         if e is not None and type(e) is not autograd.Context]

@@ -107,12 +107,6 @@ class Tensor:
         tensor._view = None
         return tensor
 
-    # -- memory shared with other tensors (views.py) ---------------------------
-
-    def _bump_version(self):
-        """Record an in-place change of self.data (see views.py: versions)."""
-        views.bump_version(self)
-
     # -- what it is -----------------------------------------------------------
 
     @property
@@ -170,7 +164,9 @@ class Tensor:
         return self.grad_fn is None
 
     @property
-    def _version(self):
+    def version(self):
+        """How many in-place changes this tensor's memory has had (shared with its views and
+        detach()es), read-only, as PyTorch's t._version; views.increment_version(t) says "changed"."""
         return self._version_counter[0]
 
     def __len__(self):

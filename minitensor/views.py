@@ -90,9 +90,22 @@ def check_versions(ctx):
             _refuse_changed(ctx, record)
 
 
+def saved_sources(ctx):
+    """(position, array) for each array ctx saved that is one of its inputs (position 0, 1, ...)
+    or its output (position None), as record_versions found them; arrays forward computed for
+    itself are not listed. The backward page shows an op's output value through them."""
+    arrays = ctx.saved_arrays
+    sources = []
+    for record in ctx._versions:
+        array = next((a for a in arrays if id(a) == record.data_id), None)
+        if array is not None:
+            sources.append((record.position, array))
+    return sources
+
+
 def _refuse_changed(ctx, record):
     role = "output" if record.position is None else f"input {record.position}"
-    for array in ctx._saved_arrays():
+    for array in ctx.saved_arrays:
         if id(array) == record.data_id:
             raise RuntimeError(
                 f"{ctx.name}.backward needs its saved {role} (a {array.dtype} tensor of shape "
@@ -104,10 +117,18 @@ def _refuse_changed(ctx, record):
             )
 
 
-def bump_version(tensor):
-    """Record an in-place change of tensor.data: every node that saved this memory (through
-    this tensor or any view or detached alias of it) will refuse to run its backward."""
+def increment_version(tensor):
+    """Say that tensor.data was changed in place (as torch.autograd.graph.increment_version):
+    every node that saved this memory (through this tensor or any view or detached alias of it)
+    will refuse to run its backward, and tensor.version goes up by one. Code that writes into
+    .data itself (an optimizer's step, nn.init, load_state_dict) calls this after the write."""
     tensor._version_counter[0] += 1
+
+
+def share_version(alias, tensor):
+    """Make alias count tensor's in-place changes as its own (and tensor alias's): for a tensor
+    that holds the same memory without being a view of it (nn.Parameter(t), as t.detach())."""
+    alias._version_counter = tensor._version_counter
 
 
 # ----------------------------------------------------------------------------
@@ -253,7 +274,7 @@ def apply_inplace(tensor, function, symbol, other=None, **options):
         base_before._requires_grad = base._requires_grad
         new_base = ops.CopySlices.apply(base_before, result, steps=view.steps)
     np.copyto(tensor.data, result.data, casting="same_kind")
-    bump_version(tensor)
+    increment_version(tensor)
     if records and view is not None:
         _move_retained(base._grad_fn, new_base.grad_fn)  # the base's retain_grad follows it too
         base.grad_fn = new_base.grad_fn
@@ -306,7 +327,7 @@ def set_items(tensor, index, values, values_require_grad):
             f"do it inside `with mt.no_grad():`."
         )
     tensor.data[index] = values
-    bump_version(tensor)
+    increment_version(tensor)
 
 
 def check_writable(tensor, symbol):

@@ -11,7 +11,7 @@ when the whole graph would not fit at notebook width, and says so in the figure.
 
 from .autograd import Context, topological_order
 from .backward_page import html  # noqa: F401  (mt.viz.html: the backward pass as one HTML page)
-from .debug import _shape_of, grad_norm, leaf_labels, module_path, part_of
+from .debug import grad_norm, leaf_labels, module_path, part_of, shape_of
 
 FIT = 24  # draw folds a model's parts when the graph has more boxes than this
 WIDTH = 9.0  # inches: what a notebook cell shows without scrolling
@@ -27,11 +27,11 @@ def _node_details(node):
     """The lines DOT adds under a node, as torchviz's show_saved does: the names of the inputs
     and each saved array by name and shape."""
     lines = [f"inputs: {', '.join(node.input_names)}"]
-    saved = ", ".join(f"{name} {_shape_of(array)}" for name, array in zip(node.saved_names, node._saved_arrays())
+    saved = ", ".join(f"{name} {shape_of(array)}" for name, array in node.saved.items()
                       if array is not None)
     if saved:
         lines.append(f"saved: {saved}")
-    elif node._freed:
+    elif node.freed:
         lines.append(f"saved: {', '.join(node.saved_names)} (freed by backward)")
     return lines
 

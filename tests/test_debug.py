@@ -7,9 +7,9 @@ import sys
 
 import numpy as np
 import pytest
+from wrong_ops import WrongSoftmax
 
 import minitensor as mt
-import op_code
 from models.transformer import Block
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -122,21 +122,6 @@ def test_detect_anomaly_in_backward_names_the_op_that_made_the_first_inf():
     with pytest.raises(mt.debug.AnomalyError, match=r"Sqrt.backward produced inf .* input 0"):
         with mt.debug.detect_anomaly(), np.errstate(divide="ignore"):
             (x.sqrt() * 3).sum().backward()
-
-
-class WrongSoftmax(mt.Function):
-    """softmax with a backward that is wrong on purpose."""
-
-    @staticmethod
-    def forward(ctx, x):
-        y = op_code.softmax(x, -1)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad):
-        (y,) = ctx.saved_tensors
-        return y * grad
 
 
 def test_find_wrong_op_names_the_wrong_function_inside_a_block():

@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+from wrong_ops import WrongCube, WrongDouble, WrongSquare
 
 import minitensor as mt
 from minitensor.gradcheck import GradcheckError, measure
@@ -212,18 +213,6 @@ def test_anomaly_report_names_the_module():
 # ----------------------------------------------------------------------------
 
 
-class WrongDouble(mt.Function):
-    """y = 2x, with a backward that returns 2.5 grad."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return 2 * x
-
-    @staticmethod
-    def backward(ctx, grad):
-        return 2.5 * grad
-
-
 def test_the_report_states_one_relative_error_and_its_definition():
     x = mt.tensor(np.array([1.0, -2.0, 3.0]), requires_grad=True)
     with pytest.raises(AssertionError) as info:
@@ -308,34 +297,6 @@ def test_detect_anomaly_around_backward_names_the_first_op_that_saved_a_nan():
     assert message.startswith("detect_anomaly: Exp.backward produced nan")
     first = message.split("The first op (in forward order) whose saved values hold NaN: ")[1]
     assert first.startswith("Tanh,") and "t = h.tanh()" in first.split("\n")[0]
-
-
-class WrongCube(mt.Function):
-    """y = x^3, backward 2x^2 (wrong)."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x=x)
-        return x ** 3
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return grad * 2 * x * x
-
-
-class WrongSquare(mt.Function):
-    """y = x^2, backward x (wrong)."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x=x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return grad * x
 
 
 def test_find_wrong_op_names_the_first_wrong_op_in_forward_order():

@@ -9,6 +9,7 @@ import types
 
 import numpy as np
 import pytest
+from wrong_ops import WrongTanh
 
 import minitensor as mt
 import op_code
@@ -50,19 +51,6 @@ def test_find_wrong_op_names_the_file_and_function_of_the_faulty_backward():
     assert re.match(r"minitensor/ops/softmax\.py:\d+: Softmax\.backward, which calls "
                     r"tests/test_debug_reports\.py: softmax_backward", wrong.backward_at), wrong.backward_at
     assert "its backward: minitensor/ops/softmax.py" in str(wrong)
-
-
-class WrongTanh(mt.Function):
-    @staticmethod
-    def forward(ctx, x):
-        y = np.tanh(x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad):
-        (y,) = ctx.saved_tensors
-        return grad * (1 - y * y) * 1.5  # wrong on purpose
 
 
 def test_a_parameter_blamed_by_leaves_all_says_an_op_upstream_fails_too():

@@ -2,24 +2,10 @@
 
 import numpy as np
 import pytest
+from wrong_ops import WrongExp
 
 import minitensor as mt
 from minitensor.testing import assert_matches_torch
-
-
-class WrongExp(mt.Function):
-    """exp with a backward that is off by 1% (a typical slip)."""
-
-    @staticmethod
-    def forward(ctx, x):
-        y = np.exp(x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad):
-        (y,) = ctx.saved_tensors
-        return grad * y * 1.01
 
 
 class WrongElement(mt.Function):

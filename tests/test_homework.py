@@ -19,6 +19,8 @@ import zipfile
 import pytest
 
 from minitensor import homework
+from minitensor.homework.grade import result_summary
+from minitensor.homework.strip import copy_environment
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -280,7 +282,7 @@ def test_a_copy_whose_tests_and_conftest_were_edited_gets_the_grade_its_code_ear
     ok, rows, _ = grade(copy, tasks=["topological_order", "softmax_backward"])
     assert not ok and passed_tasks(rows) == []
     assert subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tasks_file)],
-                          cwd=copy, env=homework._env_for(copy), capture_output=True).returncode == 0  # the edits do fool pytest
+                          cwd=copy, env=copy_environment(copy), capture_output=True).returncode == 0  # the edits do fool pytest
 
 
 def test_a_copy_with_a_syntax_error_is_reported_as_such(student, tmp_path):
@@ -427,8 +429,8 @@ def test_the_readmes_hidden_test_grades_as_shown(tmp_path, worker_python):
 
 def test_a_full_pass_reads_public_tests_passed_when_hidden_tests_exist():
     solved_rows = [homework.Row("kv_cache", 1, 1, 10.0, "passed")]
-    assert homework._summary(solved_rows, {"tests": {}}, hidden_exist=True) == "public tests passed"
-    assert homework._summary(solved_rows, {"tests": {}}, hidden_exist=False) == "all tests passed"
+    assert result_summary(solved_rows, {"tests": {}}, hidden_exist=True) == "public tests passed"
+    assert result_summary(solved_rows, {"tests": {}}, hidden_exist=False) == "all tests passed"
 
 
 def test_a_submission_without_the_expected_files_gets_a_results_file_that_says_so(tmp_path):

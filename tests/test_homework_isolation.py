@@ -189,15 +189,15 @@ def test_student_code_never_runs_as_root(tmp_path):
 def test_a_dead_graders_uid_reservation_is_reclaimed_and_a_live_one_is_not():
     dead = subprocess.Popen(["true"])
     dead.wait()
-    stale = sandbox._reservation(sandbox.FIRST_UID)
+    stale = sandbox.reservation(sandbox.FIRST_UID)
     pathlib.Path(stale).write_text(f"{dead.pid} 1\n")
-    taken = sandbox._unused_uid()
+    taken = sandbox.unused_uid()
     try:
         assert taken == sandbox.FIRST_UID and pathlib.Path(stale).read_text().split()[0] == str(os.getpid())
-        assert sandbox._unused_uid() != taken  # ours is live: not reclaimed
+        assert sandbox.unused_uid() != taken  # ours is live: not reclaimed
     finally:
         for uid in range(sandbox.FIRST_UID, sandbox.FIRST_UID + 3):
-            pathlib.Path(sandbox._reservation(uid)).unlink(missing_ok=True)
+            pathlib.Path(sandbox.reservation(uid)).unlink(missing_ok=True)
 
 
 # ----------------------------------------------------------------------------
@@ -301,7 +301,7 @@ def test_a_fork_bomb_a_gigabyte_answer_and_a_full_disk_fail_their_tests_alone(tm
     assert children <= sandbox.PROCESSES, table
     document = json.loads(results.read_text())
     assert document["extra_data"]["isolation"] in isolation.LEVELS
-    survivors = [p for p in sandbox._descendants(os.getpid()) if sandbox._is_alive(p)]
+    survivors = [p for p in sandbox.descendants(os.getpid()) if sandbox.is_alive(p)]
     assert not survivors, "a worker's process survived (grade made this process a subreaper)"
 
 

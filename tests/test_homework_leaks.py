@@ -16,6 +16,7 @@ import sys
 import pytest
 
 from minitensor import homework
+from minitensor.homework.strip import copy_environment
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -156,7 +157,7 @@ def test_what_stays_out_of_the_copy_is_nothing_the_copy_needs(copy):
                 imports += rf"|from \.{leaf}\b|from \. import [\w, ]*\b{leaf}\b"
             assert not re.search(imports, text), f"{path.relative_to(copy)} needs {module}, which is not in the copy"
     listed = subprocess.run([sys.executable, "-c", "from benchmarks.__main__ import BENCHMARKS; print(*BENCHMARKS)"],
-                            cwd=copy, env=homework._env_for(copy), capture_output=True, text=True, check=True)
+                            cwd=copy, env=copy_environment(copy), capture_output=True, text=True, check=True)
     assert listed.stdout.split() == ["overhead", "train"]
 
 

@@ -126,3 +126,138 @@ def test_models_use_public_names_only():
                 for alias in node.names:
                     if alias.name.startswith("minitensor"):
                         assert alias.name in allowed, f"models/{path.name} imports {alias.name}"
+
+
+# ----------------------------------------------------------------------------
+# No module reads another module's private names
+# ----------------------------------------------------------------------------
+
+# The rule. A name that starts with one underscore (not a dunder) belongs to the module that
+# defines it: at module level (a def, a class, an assignment, an import bound under that name),
+# in a class body, through `self` or `cls` in a method (so a subclass reaches what its bases
+# define through self), or as `ctx._x = ...` (an op's ctx attributes are its own). Everywhere
+# else, in every module under minitensor/ and models/:
+#   `from X import _name`    is refused when X is one of ours;
+#   `module._name`           is refused when module names one of our modules (sites._places);
+#   `obj._name`              (a read or a write) is refused when `_name` belongs to another of our
+#                            modules and not to this one (node._saved_arrays(), p._bump_version()).
+# Names of other libraries (sys._getframe, a namedtuple's _replace, Numba's kernel._cache) are
+# not ours: the rule does not look at them. The tools read nodes and tensors through the public
+# names (ctx.saved, ctx.saved_arrays, ctx.freed, Tensor.version, views.increment_version, sites).
+# The one designed exception: the engine's files share the fields of Tensor and Context. tensor.py
+# defines them, autograd.py (apply, the backward walk) and views.py (attached at autograd's hook
+# lines) maintain them on every op, where a property would cost each op a call, and joining.py is
+# tensor.py's module-level operators (where, maximum coerce a number as Tensor's operators do).
+ENGINE = {"minitensor.autograd", "minitensor.tensor", "minitensor.views", "minitensor.joining"}
+OWNERS = ("self", "cls")
+
+
+def _private(name):
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _owned(tree):
+    """The private names a module defines (see the rule above)."""
+    owned = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            owned.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            owned.add(node.id)  # module level, class body, and locals (which shadow nothing of another module)
+        elif isinstance(node, ast.alias):
+            owned.add(node.asname or node.name.split(".")[0])
+        elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name)
+              and node.value.id in OWNERS + ("ctx",)):
+            owned.add(node.attr)
+    return {name for name in owned if _private(name)}
+
+
+def _module_names(module, path, tree, modules):
+    """The names this file binds to modules of ours (from . import sites -> sites), and to other
+    libraries' modules (import sys -> sys)."""
+    ours, theirs = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                bound = alias.asname or alias.name.split(".")[0]
+                (ours if alias.name.split(".")[0] in ("minitensor", "models") else theirs).add(bound)
+        elif isinstance(node, ast.ImportFrom):
+            for alias, target in zip(node.names, _resolved_names(module, path, node)):
+                if target in modules:
+                    ours.add(alias.asname or alias.name)
+                elif node.level == 0 and not target.startswith(("minitensor", "models")):
+                    theirs.add(alias.asname or alias.name)
+    return ours, theirs
+
+
+def _resolved_names(module, path, node):
+    """For each name `from X import a, b` imports, the module it would be if it were one: X.a, X.b."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for _ in range(node.level - 1):
+        package = package.rpartition(".")[0]
+    base = ".".join(part for part in [package if node.level else "", node.module or ""] if part)
+    return [f"{base}.{alias.name}" for alias in node.names]
+
+
+def _our_files(root):
+    paths = sorted(list((root / "minitensor").rglob("*.py")) + list((root / "models").glob("*.py")))
+    return {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p for p in paths}
+
+
+def private_reads(root=ROOT):
+    """Every use of another module's private name in minitensor/ and models/ under root, as
+    "file:line: what" (see the rule above)."""
+    files = _our_files(root)
+    trees = {module: ast.parse(path.read_text()) for module, path in files.items()}
+    owned = {module: _owned(tree) for module, tree in trees.items()}
+    owner_of = {}
+    for module, names in owned.items():
+        for name in names:
+            owner_of.setdefault(name, set()).add(module)
+    found = []
+    for module, tree in trees.items():
+        path = files[module]
+        where = path.relative_to(root)
+        our_modules, other_libraries = _module_names(module, path, tree, files)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                package = _resolved_names(module, path, node)[0].rpartition(".")[0] if node.names else ""
+                if package in files and package != module:
+                    for alias in node.names:
+                        if _private(alias.name):
+                            found.append(f"{where}:{node.lineno}: from {'.' * node.level}{node.module or ''} import {alias.name}")
+            elif isinstance(node, ast.Attribute) and _private(node.attr):
+                base = node.value.id if isinstance(node.value, ast.Name) else None
+                if base in OWNERS or base in other_libraries:
+                    continue
+                if base in our_modules:
+                    found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+                    continue
+                others = owner_of.get(node.attr, set()) - {module}
+                if others and node.attr not in owned[module] and not (module in ENGINE and others <= ENGINE):
+                    found.append(f"{where}:{node.lineno}: {ast.unparse(node)} (defined in {', '.join(sorted(others))})")
+    return found
+
+
+def test_no_module_reads_another_modules_private_names():
+    found = private_reads()
+    assert not found, ("another module's private names (read them through a public name; the rule is "
+                       "above private_reads in tests/test_layout.py):\n" + "\n".join(found))
+
+
+def test_the_private_name_finder_finds_each_kind(tmp_path):
+    package = tmp_path / "minitensor"
+    (package / "debug").mkdir(parents=True)
+    (tmp_path / "models").mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "debug" / "__init__.py").write_text("")
+    (package / "sites.py").write_text("import sys\n_places = {}\nclass Context:\n    def _arrays(self):\n"
+                                      "        return self._saved\n    def free(self):\n        self._saved = ()\n")
+    (package / "debug" / "show.py").write_text(
+        "import sys\nfrom .. import sites\nfrom ..sites import _places, Context\n"
+        "def show(node):\n    frame = sys._getframe(0)\n    return node._arrays(), sites._places, frame\n"
+        "class Mine:\n    def __init__(self):\n        self._own = 1\n    def own(self, other):\n"
+        "        return self._own + other._own\n")
+    found = private_reads(tmp_path)
+    assert sorted(line.split(": ", 1)[1] for line in found) == [
+        "from ..sites import _places", "node._arrays (defined in minitensor.sites)", "sites._places"], found

@@ -10,9 +10,9 @@ import os
 import pathlib
 import re
 import time
-from urllib.parse import unquote, urlparse
 
 import pytest
+from chromium import Opened, any_file, file_exists
 
 from minitensor import homework
 
@@ -156,44 +156,6 @@ def test_an_unchanged_demo_is_not_executed_again(site, capsys):
     assert sitebuild._cache_key("stacking", True) != sitebuild._cache_key("stacking", False)
 
 
-def _exists(url):
-    parsed = urlparse(url)
-    return parsed.scheme == "file" and pathlib.Path(unquote(parsed.path)).exists()
-
-
-class Opened:
-    """A site page opened from file://; every request outside file:// is blocked and kept, and
-    every console error and uncaught exception is kept."""
-
-    def __init__(self, browser, path):
-        self.context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        self.blocked, self.errors, self.failed = [], [], []
-
-        def route(request_route):
-            if request_route.request.url.startswith("file://"):
-                request_route.continue_()
-            else:
-                self.blocked.append(request_route.request.url)
-                request_route.abort()
-
-        self.context.route("**/*", route)
-        self.page = self.context.new_page()
-        self.page.on("console", lambda message: self.errors.append(message.text) if message.type == "error" else None)
-        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
-        # a file that is not there (a request the next navigation cancels, a favicon, is no failure)
-        self.page.on("requestfailed", lambda request: None if _exists(request.url) else self.failed.append(request.url))
-        self.goto(path)
-
-    def goto(self, path):
-        """Open another page in the same tab, with fresh lists of what went wrong."""
-        self.blocked.clear(), self.errors.clear(), self.failed.clear()
-        self.page.goto(pathlib.Path(path).resolve().as_uri())
-        self.page.wait_for_load_state("load")
-
-    def close(self):
-        self.context.close()
-
-
 def _internal_links(page):
     return page.eval_on_selector_all("a[href]", "links => links.map(a => a.href)")
 
@@ -203,7 +165,7 @@ def test_every_page_loads_offline_with_its_images_and_links(site, browser):
     pages = _pages(out)
     assert len(pages) > 30
     problems = []
-    opened = Opened(browser, out / "index.html")
+    opened = Opened(browser, out / "index.html", allowed=any_file, height=1000)
     page = opened.page
     for path in pages:
         opened.goto(path)
@@ -211,7 +173,7 @@ def test_every_page_loads_offline_with_its_images_and_links(site, browser):
         broken_images = page.eval_on_selector_all(
             "img", "images => images.filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)")
         for href in _internal_links(page):
-            if href.startswith("file:") and not _exists(href):
+            if href.startswith("file:") and not file_exists(href):
                 problems.append(f"{name}: broken link {href}")
         if opened.blocked:
             problems.append(f"{name}: requests outside the site {opened.blocked}")
@@ -229,7 +191,7 @@ def test_each_embedded_backward_page_steps_with_the_arrow_key(teacher_site, brow
     assert {f"{name}.html" for name in ["causal_self_attention", "multihead", "stacking"]} <= {p.name for p in embedding}
     for path in embedding:
         name = path.stem
-        opened = Opened(browser, path)
+        opened = Opened(browser, path, allowed=any_file, height=1000)
         frame_element = opened.page.locator("iframe.backward-page")
         frame_element.scroll_into_view_if_needed()
         frame = frame_element.content_frame
@@ -245,7 +207,7 @@ def test_each_embedded_backward_page_steps_with_the_arrow_key(teacher_site, brow
 
 def test_search_works_from_files(site, browser):
     out, _ = site
-    opened = Opened(browser, out / "index.html")
+    opened = Opened(browser, out / "index.html", allowed=any_file, height=1000)
     page = opened.page
     page.locator("input.md-search__input").click()
     page.keyboard.type("softmax")  # typed: Material searches on each key

@@ -8,8 +8,10 @@ import pathlib
 import re
 import shutil
 
+import chromium
 import numpy as np
 import pytest
+from wrong_ops import WrongTanh
 
 import minitensor as mt
 from models.transformer import GPT, Block
@@ -92,21 +94,6 @@ def test_an_existing_file_is_replaced_atomically(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["page.html"]
 
 
-class WrongTanh(mt.Function):
-    """y = tanh(x), with a backward that is wrong on purpose."""
-
-    @staticmethod
-    def forward(ctx, x):
-        y = np.tanh(x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad):
-        (y,) = ctx.saved_tensors
-        return grad * (1 - y)  # wrong on purpose
-
-
 def wrong_block():
     """The block with its MLP's activation replaced by WrongTanh, and the loss function of x."""
     mt.manual_seed(0)
@@ -165,28 +152,8 @@ def test_check_of_a_different_graph_is_refused(tmp_path):
 # ----------------------------------------------------------------------------
 
 
-class Opened:
-    """A page opened from file:// with every other request blocked and counted, and every
-    console error and uncaught exception kept."""
-
-    def __init__(self, browser, path):
-        self.context = browser.new_context(viewport={"width": 1400, "height": 900})
-        self.url = pathlib.Path(path).resolve().as_uri()
-        self.requests, self.blocked, self.errors = [], [], []
-
-        def route(request_route):
-            if request_route.request.url == self.url:
-                request_route.continue_()
-            else:
-                self.blocked.append(request_route.request.url)
-                request_route.abort()
-
-        self.context.route("**/*", route)
-        self.page = self.context.new_page()
-        self.page.on("request", lambda request: self.requests.append(request.url))
-        self.page.on("console", lambda message: self.errors.append(message.text) if message.type == "error" else None)
-        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
-        self.page.goto(self.url)
+class Opened(chromium.Opened):
+    """The backward page in the browser (tests/chromium.py): it loads nothing but itself."""
 
     def step(self):
         return int(self.page.get_attribute("body", "data-step"))
@@ -199,7 +166,7 @@ class Opened:
     def close(self):
         assert self.errors == []
         assert self.blocked == [] and self.requests == [self.url]  # the page itself, nothing else
-        self.context.close()
+        super().close()
 
 
 def test_keyboard_steps_through_every_node_in_backward_steps_order(browser, block_page):

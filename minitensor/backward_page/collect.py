@@ -11,7 +11,8 @@ from ..debug import grad_norm
 from ..nn.module import Parameter
 from ..ops.attention import tile_scores
 from ..ops.softmax import Softmax
-from ..sites import _unpack
+from ..sites import module_of
+from ..views import saved_sources
 
 SMALL = 48  # arrays up to this many elements are shown as numbers, larger ones as heatmaps
 
@@ -70,12 +71,8 @@ def forward_values(ops):
     other forward values, so the others are not shown."""
     values = {}
     for node in ops:
-        saved = node._saved_arrays()
-        for record in node._versions:
-            array = next((a for a in saved if id(a) == record.data_id), None)
-            if array is None:
-                continue
-            owner = node if record.position is None else node.edges[record.position]
+        for position, array in saved_sources(node):
+            owner = node if position is None else node.edges[position]
             if type(owner) is Context:
                 values.setdefault(id(owner), array)
     return values
@@ -129,8 +126,7 @@ def layout(root, output=None):
     nodes = []
     for i, item in enumerate(items):
         if isinstance(item, Context):
-            module = _unpack(item.site)[3] if item.site is not None else None
-            module = module and module()
+            module = module_of(item)
             value = values.get(id(item))
             nodes.append({"id": i, "kind": "op", "op": item.name, "label": item.label,
                           "shape": list(item.output_shape), "created_at": debug.created_at(item),

@@ -28,14 +28,13 @@ from ..sites import created_at, leaf_labels, module_path, part_of
 from .anomaly import AnomalyError, detect_anomaly
 from .breaking import break_on, known_ops
 from .observer import Tool
-from .observer import _observer as _observer  # to put it back after set_observer(None): tests, benchmarks
+from .observer import engine_observer  # to put it back after autograd.set_observer(None): tests, benchmarks
 from .op_check import OpCheck, WrongOp, find_wrong_op
-from .show import _shape_of as _shape_of  # for mt.viz
-from .show import describe, grad_norm
+from .show import describe, grad_norm, shape_of
 from .stepping import Step, backward_steps, trace
 
 __all__ = [
     "backward_steps", "Step", "trace", "break_on", "known_ops", "detect_anomaly", "AnomalyError",
     "find_wrong_op", "WrongOp", "OpCheck", "created_at", "module_path", "part_of", "leaf_labels",
-    "describe", "grad_norm", "Tool",
+    "describe", "grad_norm", "shape_of", "Tool", "engine_observer",
 ]

@@ -8,7 +8,7 @@ import numpy as np
 from .. import autograd, grad_mode
 from ..sites import created_at, module_path
 from .observer import Tool
-from .show import _what
+from .show import not_finite_text
 
 
 class AnomalyError(FloatingPointError):
@@ -72,7 +72,7 @@ class detect_anomaly(Tool):
             shapes = ", ".join(str(np.shape(a)) for a in arrays)
             recorded = grad_mode.enabled and True in ctx.needs_input_grad
             raise AnomalyError(
-                f"detect_anomaly: {function.__name__}'s forward produced {_what(output)} in its output of "
+                f"detect_anomaly: {function.__name__}'s forward produced {not_finite_text(output)} in its output of "
                 f"shape {np.shape(output)} from inputs of shapes {shapes} without NaN"
                 + (_made_at(ctx) if recorded else "")
             )
@@ -83,10 +83,10 @@ class detect_anomaly(Tool):
         for position, grad in enumerate(summed):
             if grad is not None and _not_finite(grad):
                 message = (
-                    f"detect_anomaly: {node.name}.backward produced {_what(grad)} in the gradient of its "
+                    f"detect_anomaly: {node.name}.backward produced {not_finite_text(grad)} in the gradient of its "
                     f"input {position} (shape {grad.shape}) from a finite incoming gradient of shape "
                     f"{grad_output.shape}" + _made_at(node))
-                if node not in self.seen and any(_has_nan(a) for a in node._saved_arrays()):
+                if node not in self.seen and any(_has_nan(a) for a in node.saved_arrays):
                     message += _forward_outside(node)
                 raise AnomalyError(message)
 
@@ -101,8 +101,8 @@ def _rows_with_nothing_visible(function, ctx, output):
         if output.ndim == 0 or output.shape[ctx.axis] == 0:
             return None
         empty = np.all(np.asarray(output) == 0, axis=ctx.axis)
-    elif name == "Attention" and ctx._saved_arrays():
-        row_max = np.asarray(ctx._saved_arrays()[-1][0])  # softmax_stats = (row_max, row_sum), per query
+    elif name == "Attention" and ctx.saved_arrays:
+        row_max = np.asarray(ctx.saved_arrays[-1][0])  # softmax_stats = (row_max, row_sum), per query
         empty = np.isneginf(row_max)
     else:
         return None
@@ -119,7 +119,7 @@ def _inline(made_at):
 def _forward_outside(node):
     """The hint when the NaN was made by a forward that detect_anomaly did not watch."""
     in_forward_order = list(reversed(autograd.topological_order(node)))
-    first = next((n for n in in_forward_order if any(_has_nan(a) for a in n._saved_arrays())), node)
+    first = next((n for n in in_forward_order if any(_has_nan(a) for a in n.saved_arrays)), node)
     producers = [edge for edge in first.edges if type(edge) is autograd.Context]
     lines = [f"\n  {node.name}'s saved values already held NaN: it came from the forward pass, which "
              f"ran outside detect_anomaly, so the op that made it was not checked."]

@@ -8,7 +8,7 @@ import numpy as np
 from .. import autograd
 from ..sites import module_path
 from .observer import Tool
-from .show import _what, grad_norm
+from .show import grad_norm, not_finite_text
 
 
 def known_ops():
@@ -97,7 +97,7 @@ class break_on(Tool):
     def _what(self, grad):
         said = []
         if self.nan:
-            said.append(f"holds {_what(grad)}")
+            said.append(f"holds {not_finite_text(grad)}")
         if self.grad_norm_above is not None:
             said.append(f"has norm {grad_norm(grad):.3g} > {self.grad_norm_above:g}")
         return " and ".join(said)

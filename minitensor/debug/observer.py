@@ -1,24 +1,17 @@
 """The observer the engine calls, and the base of every debugging tool.
 
-autograd.set_observer(_observer) runs on import (mt.debug is always imported). Function.apply
-then calls after_forward for each op, and the walk of backward calls call_backward and
-after_backward for each node while a tool is active (watching_backward). The observer records
-where each node was made (minitensor/sites.py), forwards every call to the active tools, and,
-when a tool wants to stop in a node's backward (break_on), runs that backward under pdb in
-_debug_backward below.
+autograd.set_observer(engine_observer) runs on import (mt.debug is always imported). Function.apply
+then calls record_site for each op that makes a node (one call: sites.record_site, which reads
+the line of your code), and, while a tool is active (watching), after_forward for each op; the walk
+of backward calls call_backward and after_backward for each node. The observer forwards every
+call to the active tools and, when a tool wants to stop in a node's backward (break_on), runs
+that backward under pdb in _debug_backward below.
 """
 
-import sys
-
-from .. import autograd, grad_mode, sites
-from ..sites import _ENGINE, _MODULE_CALL, _YOURS, _place, _record_site, created_at, module_path
+from .. import autograd, sites
+from ..sites import created_at, module_path
 from .show import describe
 
-_getframe = sys._getframe
-# sites' filename -> place dict, bound here by assignment: CPython compiles `name.get(...)` as a
-# method call only when no import statement bound the name (else as an attribute load and a call,
-# which costs more), and after_forward calls it for every op.
-_places = sites._places
 _tools = []  # the active tools, innermost last
 
 
@@ -26,27 +19,12 @@ class _Observer:
     """Installed in autograd on import: records every recorded node's site and forwards each
     forward and backward call to the active tools."""
 
-    watching_backward = False  # True while a tool is active
+    watching = False  # True while a tool is active
+    record_site = staticmethod(sites.record_site)  # the site of each node, as the engine records it
 
     def after_forward(self, function, ctx, arrays, options, output):
-        if True in ctx.needs_input_grad and grad_mode.enabled:  # a node will be recorded
-            # sites.py's recording, its common case inlined here: this runs for every op.
-            frame = _getframe(2)  # 0 here, 1 Function.apply, 2 its caller
-            code = frame.f_code
-            place = _places.get(code.co_filename) or _place(code.co_filename)
-            # Step out of Tensor methods and F wrappers (x.sigmoid() is two frames deep) to their
-            # caller, here rather than in _record_site: the common case then costs no frame walk.
-            while place is _ENGINE and code is not _MODULE_CALL and frame.f_back is not None:
-                frame = frame.f_back
-                code = frame.f_code
-                place = _places.get(code.co_filename) or _place(code.co_filename)
-            if place is _YOURS and code.co_name != "forward":
-                ctx.site = (code, frame.f_lasti)  # your code called the op: the common case
-            else:
-                ctx.site = _record_site(frame)
-        if _tools:
-            for tool in list(_tools):
-                tool.after_forward(function, ctx, arrays, options, output)
+        for tool in list(_tools):
+            tool.after_forward(function, ctx, arrays, options, output)
 
     def call_backward(self, node, grad_output):
         for tool in reversed(_tools):
@@ -79,8 +57,8 @@ class _Observer:
             tool.after_backward(node, grad_output, grad_inputs, summed)
 
 
-_observer = _Observer()
-autograd.set_observer(_observer)
+engine_observer = _Observer()
+autograd.set_observer(engine_observer)
 
 
 def _debug_backward(node, grad, reason=None):
@@ -91,7 +69,7 @@ def _debug_backward(node, grad, reason=None):
     op = node.name  # noqa: F841 (named locals for you to print)
     made_at = created_at(node)  # noqa: F841 (not `where`: that is a pdb command)
     module = module_path(node)  # noqa: F841
-    saved = dict(zip(node.saved_names, node._saved_arrays()))  # noqa: F841
+    saved = dict(node.saved)  # noqa: F841 (a plain dict: `p saved` prints the arrays by name)
     breakpoint()  # break_on: `p grad`, `p saved`, then `step` twice to enter the op's backward
     grad_inputs = node.function.backward(node, grad)
     return grad_inputs
@@ -106,12 +84,12 @@ class Tool:
 
     def __enter__(self):
         _tools.append(self)
-        _observer.watching_backward = True
+        engine_observer.watching = True
         return self
 
     def __exit__(self, *exc_info):
         _tools.remove(self)
-        _observer.watching_backward = bool(_tools)
+        engine_observer.watching = bool(_tools)
         return False
 
     def after_forward(self, function, ctx, arrays, options, output):

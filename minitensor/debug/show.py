@@ -5,10 +5,10 @@ finite in an array."""
 import numpy as np
 
 from .. import autograd
-from ..sites import _models_of, _module_text, _parameter_names, created_at, module_path
+from ..sites import created_at, models_of, module_path, module_text, parameter_names
 
 
-def _shape_of(array):
+def shape_of(array):
     """The shape of a saved array (a tuple of arrays, such as attention's softmax statistics,
     gives its stacked shape); None for nothing saved."""
     if array is None:
@@ -30,30 +30,30 @@ def describe(node):
     where = created_at(node)
     if where:
         lines.append(f"  made at {where}")
-    module = _module_text(node)
+    module = module_text(node)
     if module:
         lines.append(f"  module  {module}")
     if hasattr(node, "edges"):
-        sources = _input_labels(node, _labels_of_model(node))
+        sources = input_labels(node, _labels_of_model(node))
         for name, shape, source in zip(node.input_names, node.input_shapes, sources):
             came = f"from {source}" if source is not None else "a constant (no gradient)"
             lines.append(f"  input   {name} {tuple(shape)} {came}")
-    if node._freed:
+    if node.freed:
         lines.append("  saved   (freed by backward; retain_graph=True keeps them)")
     else:
-        for name, array in zip(node.saved_names, node._saved_arrays()):
-            lines.append(f"  saved   {name} {_shape_of(array)}" if array is not None else f"  saved   {name} None")
+        for name, array in node.saved.items():
+            lines.append(f"  saved   {name} {shape_of(array)}" if array is not None else f"  saved   {name} None")
     return "\n".join(lines) + ">"
 
 
 def _labels_of_model(node):
     """id(leaf) -> label for the leaves of node, naming parameters in the model that made node."""
-    names = _parameter_names(_models_of([node]))
+    names = parameter_names(models_of([node]))
     return {id(e): e.name if e.name is not None else names.get(id(e))
             for e in node.edges if e is not None and type(e) is not autograd.Context}
 
 
-def _input_labels(node, labels):
+def input_labels(node, labels):
     """For each input of node: a leaf's label, "<Op>" for an op's output, None for a constant."""
     names = []
     for edge in node.edges:
@@ -71,7 +71,8 @@ def grad_norm(array):
     return float(np.sqrt(np.sum(np.asarray(array, dtype=np.float64) ** 2)))
 
 
-def _describe(index, node, grad_output, summed, input_labels):
+def step_text(index, node, grad_output, summed, sources):
+    """One backward step as trace prints it (sources: where each input came from, as input_labels gives)."""
     label = f" {node.label!r}" if node.label else ""
     module = module_path(node)
     module = f"  in {module}" if module else ""
@@ -79,15 +80,15 @@ def _describe(index, node, grad_output, summed, input_labels):
     where = f"  [{where}]" if where else ""
     inputs = ", ".join(
         f"{name} -" if g is None else f"{name} {g.shape} |{grad_norm(g):.3g}|" + (f" to {source}" if source else "")
-        for g, name, source in zip(summed, node.input_names, input_labels))
-    saved = ", ".join(f"{name} {_shape_of(array)}" for name, array in zip(node.saved_names, node._saved_arrays())
+        for g, name, source in zip(summed, node.input_names, sources))
+    saved = ", ".join(f"{name} {shape_of(array)}" for name, array in node.saved.items()
                       if array is not None)
     return (f"{index:4d} {node.name}{label}{module}{where}\n"
             f"       grad out {grad_output.shape} |{grad_norm(grad_output):.3g}|  ->  grad in {inputs}"
             + (f"\n       saved {saved}" if saved else ""))
 
 
-def _what(array):
+def not_finite_text(array):
     """What is not finite in array, as text: nan and inf (3 of 16 values)."""
     array = np.asarray(array)
     kinds = [name for name, mask in (("nan", np.isnan(array)), ("inf", np.isinf(array))) if mask.any()]

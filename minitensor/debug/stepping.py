@@ -8,9 +8,9 @@ import numpy as np
 
 from .. import autograd
 from ..autograd import walk
-from ..sites import _models_of, _parameter_names, created_at, leaf_labels, module_path
+from ..sites import created_at, leaf_labels, models_of, module_path, parameter_names
 from .observer import Tool
-from .show import _describe, _input_labels
+from .show import input_labels, step_text
 
 
 @dataclasses.dataclass
@@ -34,7 +34,7 @@ class Step:
     module: str = None
 
     def __str__(self):
-        return _describe(self.index, self.node, self.grad_output, self.grad_inputs, self.input_labels)
+        return step_text(self.index, self.node, self.grad_output, self.grad_inputs, self.input_labels)
 
 
 def backward_steps(loss, grad=None, retain_graph=False):
@@ -43,7 +43,7 @@ def backward_steps(loss, grad=None, retain_graph=False):
     labels = leaf_labels(loss)
     for index, (node, grad_output, grad_inputs) in enumerate(walk(loss, grad, retain_graph)):
         yield Step(index, node.name, node, created_at(node), node.label, grad_output, grad_inputs,
-                   node._saved_arrays(), _input_labels(node, labels), node.input_names, node.saved_names,
+                   node.saved_arrays, input_labels(node, labels), node.input_names, node.saved_names,
                    module_path(node))
 
 
@@ -58,19 +58,19 @@ class trace(Tool):
         self.names = {}  # id(parameter) -> its name in the model, filled as models are met
 
     def _labels(self, node):
-        for model in _models_of([node]):
+        for model in models_of([node]):
             if id(model) not in self.names:
-                self.names[id(model)] = _parameter_names([model])
+                self.names[id(model)] = parameter_names([model])
         labels = {}
         for edge in node.edges:
             if edge is not None and type(edge) is not autograd.Context:
                 labels[id(edge)] = edge.name or next(
                     (names[id(edge)] for names in self.names.values() if id(edge) in names), None)
-        return _input_labels(node, labels)
+        return input_labels(node, labels)
 
     def after_backward(self, node, grad_output, grad_inputs, summed):
         out = self.file or sys.stdout
-        print(_describe(self.index, node, grad_output, summed, self._labels(node)), file=out)
+        print(step_text(self.index, node, grad_output, summed, self._labels(node)), file=out)
         for position, (raw, final) in enumerate(zip(grad_inputs, summed)):
             if raw is not None and final is not None and raw.shape != final.shape:
                 axes = autograd.summed_axes(raw.shape, final.shape)

@@ -27,12 +27,12 @@ This package imports nothing else of minitensor, so the autograder runs it on it
 """
 
 from .bundle import bundle
-from .grade import Row, find_copy, grade, run_tests, write_gradescope, _summary
-from .strip import (BEGIN, END, NOT_IN_STUDENT_COPY, STUDENT_MARK, STUDENT_README, _env_for, kept_out, marked_files,
+from .grade import Row, find_copy, grade, run_tests, write_gradescope
+from .strip import (BEGIN, END, NOT_IN_STUDENT_COPY, STUDENT_MARK, STUDENT_README, kept_out, marked_files,
                     regions, strip, strip_source, tasks_in)
 from .tasks import HINTS, POINTS_PER_TASK, TASK_NAMES, TASKS, HomeworkError
 
 __all__ = ["BEGIN", "END", "HINTS", "NOT_IN_STUDENT_COPY", "POINTS_PER_TASK", "STUDENT_MARK",
            "STUDENT_README", "TASKS", "TASK_NAMES", "HomeworkError", "Row", "bundle", "find_copy", "grade",
            "kept_out", "marked_files", "regions", "run_tests", "strip", "strip_source", "tasks_in",
-           "write_gradescope", "_env_for", "_summary"]
+           "write_gradescope"]

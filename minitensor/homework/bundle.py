@@ -11,10 +11,10 @@ import sys
 import tempfile
 import zipfile
 
-from .grade import GRADED, GRADER_PACKAGE, _graded_files, _pytest_ini
+from .grade import GRADED, GRADER_PACKAGE, graded_files, pytest_ini
 from .strip import SOLUTION_ROOT
 from .isolation import LEVELS
-from .tasks import TASK_NAMES, HomeworkError, _check_tasks
+from .tasks import TASK_NAMES, HomeworkError, check_task_names
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -58,12 +58,12 @@ def bundle(out, tasks=None, extra=None, timeout=60.0, root=None, isolation_at_le
     The autograder refuses to grade with student code isolated less than `isolation_at_least`."""
     root = pathlib.Path(root or SOLUTION_ROOT)
     tasks = list(tasks or TASK_NAMES)
-    _check_tasks(tasks, "bundle --tasks")
+    check_task_names(tasks, "bundle --tasks")
     if isolation_at_least not in LEVELS:
         raise HomeworkError(f"bundle --isolation: {isolation_at_least!r} is not a level; "
                             f"choose one of {', '.join(LEVELS)}")
     tasks = [name for name in TASK_NAMES if name in tasks]
-    if extra is not None and (not pathlib.Path(extra).is_dir() or not _graded_files(pathlib.Path(extra))):
+    if extra is not None and (not pathlib.Path(extra).is_dir() or not graded_files(pathlib.Path(extra))):
         raise HomeworkError(f"bundle --extra: {extra} is not a folder with test_*.py files of @pytest.mark.task tests")
     out = pathlib.Path(out)
     if not out.parent.is_dir():
@@ -88,7 +88,7 @@ def bundle(out, tasks=None, extra=None, timeout=60.0, root=None, isolation_at_le
             if (path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".cfg", ".ini", ".json")
                     and (helper or GRADED.search(path.read_text()))):
                 members[prefix + str(path.relative_to(folder))] = path.read_text()
-    members["tests/pytest.ini"] = _pytest_ini(root / "tests")
+    members["tests/pytest.ini"] = pytest_ini(root / "tests")
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in members.items():
             info = zipfile.ZipInfo(name)

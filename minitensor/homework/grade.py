@@ -18,7 +18,7 @@ from .sandbox import (PACKAGES, IsolationError, Sandbox, StudentError, WorkerDie
                       kill_descendants)
 from .strip import EXPECTED_FILES, SOLUTION_ROOT, STUDENT_MARK
 from .submission import copy_submission, find_plain_copy
-from .tasks import POINTS_PER_TASK, TASK_NAMES, HomeworkError, _check_tasks
+from .tasks import POINTS_PER_TASK, TASK_NAMES, HomeworkError, check_task_names
 
 def _split_points(count, points):
     """`points` split among `count` tests in steps of 0.0001, summing exactly to `points`."""
@@ -50,7 +50,7 @@ def find_copy(path):
                         f"hand in the whole copy (the folder with minitensor/, models/ and demos/)")
 
 
-def _pytest_ini(tests):
+def pytest_ini(tests):
     """The teacher's pytest settings that matter for grading (markers, warnings as errors)."""
     ini = configparser.ConfigParser()
     for source in (tests.parent / "setup.cfg", tests / "pytest.ini"):
@@ -68,7 +68,7 @@ def _pytest_ini(tests):
 GRADED = re.compile(r"^\s*(@pytest\.mark\.task\(|task = pytest\.mark\.task\b)|marks=pytest\.mark\.task\(", re.M)
 
 
-def _graded_files(folder):
+def graded_files(folder):
     """The test files with task-marked tests."""
     return sorted(p for p in pathlib.Path(folder).rglob("test_*.py") if GRADED.search(p.read_text()))
 
@@ -93,7 +93,7 @@ def _sensitive(tests, extra):
     return [str(pathlib.Path(path).resolve()) for path in paths]
 
 
-def _import_failure(copy, python, seconds, isolation_at_least, sensitive=()):
+def _why_copy_does_not_import(copy, python, seconds, isolation_at_least, sensitive=()):
     """(None if the copy imports in a worker, else what stops it: file, line and error). A sandbox
     that cannot be made (no user to run the Python, a level below the one asked) is a
     HomeworkError that says why, not a copy that "does not import"."""
@@ -146,12 +146,12 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, isol
         copy = scratch / "copy"
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
         shutil.copytree(tests, scratch / "tests", ignore=ignore)
-        args = [str(p) for p in _graded_files(scratch / "tests")]
+        args = [str(p) for p in graded_files(scratch / "tests")]
         if extra:
             shutil.copytree(extra, scratch / "hidden", ignore=ignore)
-            args += [str(p) for p in _graded_files(scratch / "hidden")]
+            args += [str(p) for p in graded_files(scratch / "hidden")]
         shutil.copytree(pathlib.Path(__file__).resolve().parent, scratch / "grader" / GRADER_PACKAGE, ignore=ignore)
-        (scratch / "pytest.ini").write_text(_pytest_ini(pathlib.Path(tests)))
+        (scratch / "pytest.ini").write_text(pytest_ini(pathlib.Path(tests)))
         results_file = scratch / "results.json"
         env = {key: value for key, value in os.environ.items()
                if not key.startswith(("PYTHON", "MINITENSOR_", "PYTEST_"))}
@@ -171,7 +171,8 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, isol
         with open(output, "w") as log:  # the grader starts (PyTorch loads) while the import check runs
             run = subprocess.Popen(command, cwd=scratch, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
-            failure = _import_failure(copy, python, max(timeout, 60.0), isolation_at_least, _sensitive(tests, extra))
+            failure = _why_copy_does_not_import(copy, python, max(timeout, 60.0), isolation_at_least,
+                                                _sensitive(tests, extra))
             if failure:
                 return {"error": f"the copy does not import: {failure}", "tests": {}}
             run.wait(timeout=limit)
@@ -214,7 +215,8 @@ def _rows(results, names):
     return rows
 
 
-def _summary(rows, results, hidden_exist):
+def result_summary(rows, results, hidden_exist):
+    """The one line (or two) the table ends with: an error, tests that could not be collected, or how the tests went."""
     if results.get("error"):
         return results["error"]
     if results.get("collect_errors"):
@@ -243,18 +245,18 @@ def grade(path=".", task=None, extra=None, stream=None, tests=None, tasks=None, 
     stream = stream or sys.stdout
     start = time.perf_counter()
     names = [task] if task else list(tasks or TASK_NAMES)
-    _check_tasks(names, "grade --task" if task else "grade --tasks")
+    check_task_names(names, "grade --task" if task else "grade --tasks")
     if isolation_at_least not in isolation.LEVELS:
         raise HomeworkError(f"grade --isolation: {isolation_at_least!r} is not a level; choose one of "
                             f"{', '.join(isolation.LEVELS)}")
     tests = pathlib.Path(tests or SOLUTION_ROOT / "tests")
-    if not tests.is_dir() or not _graded_files(tests):
+    if not tests.is_dir() or not graded_files(tests):
         raise HomeworkError(f"grade: {tests} holds no task-marked tests (test_*.py with @pytest.mark.task)")
     if extra is not None:
         extra = pathlib.Path(extra)
         if not extra.is_dir():
             raise HomeworkError(f"grade --extra: {extra} is not a folder of tests")
-        if not _graded_files(extra):
+        if not graded_files(extra):
             raise HomeworkError(f"grade --extra: {extra} holds no test_*.py file with @pytest.mark.task tests")
     if gradescope is not None and not pathlib.Path(gradescope).parent.is_dir():
         raise HomeworkError(f"grade --gradescope: the folder of {gradescope} does not exist")
@@ -274,7 +276,7 @@ def grade(path=".", task=None, extra=None, stream=None, tests=None, tasks=None, 
     if hidden_exist is None:
         hidden_exist = extra is not None or (copy / STUDENT_MARK).exists()
     rows = _rows(results, names)
-    summary = _summary(rows, results, hidden_exist)
+    summary = result_summary(rows, results, hidden_exist)
     shown = path if pathlib.Path(path).resolve() == pathlib.Path(copy).resolve() else copy  # as the user wrote it
     if gradescope is not None:  # first: whatever the table holds, the results file is written
         write_gradescope(gradescope, results, rows, time.perf_counter() - start, hidden_exist)
@@ -330,7 +332,7 @@ def write_gradescope(path, results, rows, seconds, hidden_exist=True):
     # what students read before the grades are published: the public tests alone
     public = dict(results, tests={n: e for n, e in results["tests"].items() if not e["hidden"]})
     public_rows = _rows(public, [row.task for row in rows])
-    summary = _summary(public_rows, public,
+    summary = result_summary(public_rows, public,
                        hidden_exist=any(e["hidden"] for e in results["tests"].values()) or hidden_exist)
     table = "\n".join(f"{row.task}: {row.passed}/{row.total} public tests passed, {row.status}" for row in public_rows)
     document = {

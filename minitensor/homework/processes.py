@@ -17,7 +17,7 @@ def become_subreaper():
         pass  # not Linux: the process groups are still killed
 
 
-def _processes():
+def running_processes():
     """{pid: (parent pid, real uid)} of every process this one can see."""
     table = {}
     for entry in pathlib.Path("/proc").iterdir() if pathlib.Path("/proc").is_dir() else ():
@@ -37,7 +37,7 @@ def kill_descendants(uid=None, only_uid=False):
     with only_uid, those alone), until none is left; reap them."""
     me = os.getpid()
     for _ in range(50):
-        table = _processes()
+        table = running_processes()
         children = {}
         for pid, (parent, _) in table.items():
             children.setdefault(parent, []).append(pid)
@@ -48,7 +48,7 @@ def kill_descendants(uid=None, only_uid=False):
             stack += children.get(pid, [])
         if uid is not None:
             doomed |= {pid for pid, (_, owner) in table.items() if owner == uid and pid != me}
-        alive = [pid for pid in doomed if _is_alive(pid)]
+        alive = [pid for pid in doomed if is_alive(pid)]
         if not alive:
             return
         for pid in alive:
@@ -60,7 +60,7 @@ def kill_descendants(uid=None, only_uid=False):
         time.sleep(0.02)
 
 
-def _is_alive(pid):
+def is_alive(pid):
     try:
         state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
@@ -68,7 +68,7 @@ def _is_alive(pid):
     return state != "Z"
 
 
-def _started(pid):
+def started_at(pid):
     """When process `pid` started (clock ticks since boot), or None: a pid and its start time
     name one process, even after the pid is reused."""
     try:
@@ -77,10 +77,10 @@ def _started(pid):
         return None
 
 
-def _descendants(root):
+def descendants(root):
     """Every process under `root`, by the parent links of the process table."""
     children = {}
-    for pid, (parent, _) in _processes().items():
+    for pid, (parent, _) in running_processes().items():
         children.setdefault(parent, []).append(pid)
     found, stack = [], list(children.get(root, []))
     while stack:

@@ -37,8 +37,8 @@ import time
 
 from . import isolation
 from .isolation import IsolationError
-from .processes import _descendants, _is_alive, _processes, become_subreaper, kill_descendants  # noqa: F401
-from .uids import FIRST_UID, _drop_to, _remove_files_of, _reservation, _unused_uid  # noqa: F401
+from .processes import become_subreaper, descendants, is_alive, kill_descendants, running_processes  # noqa: F401
+from .uids import FIRST_UID, drop_to, remove_files_of, reservation, unused_uid  # noqa: F401
 from .worker import MAX_MESSAGE, decode, encode
 
 PACKAGES = ("minitensor", "models", "demos", "benchmarks")  # what a graded copy contributes
@@ -97,7 +97,7 @@ class Sandbox:
         self.count = 0
         self.homes = []
         try:
-            self.uid = _unused_uid() if os.geteuid() == 0 else None
+            self.uid = unused_uid() if os.geteuid() == 0 else None
             self.code = self.root / "code"
             self.code.mkdir()
             for name in PACKAGES:
@@ -110,7 +110,7 @@ class Sandbox:
                 path.chmod(0o755 if path.is_dir() else 0o644)
             self.root.chmod(0o711)  # the worker may pass through, not list
             self.cache = self._home("numba-cache")  # shared by the workers: a kernel compiles once a run
-            self._processes_before = sum(owner == os.getuid() for _, owner in _processes().values())
+            self._processes_before = sum(owner == os.getuid() for _, owner in running_processes().values())
             self.environment = self._environment()
             self.site = isolation.link_packages(self.environment, self.root / "site")
             self.readable = [self.code, self.worker_file, self.site]
@@ -120,7 +120,7 @@ class Sandbox:
             raise
 
     def _environment(self):
-        run_as = _drop_to(self.uid) if self.uid is not None else None
+        run_as = drop_to(self.uid) if self.uid is not None else None
         try:
             return isolation.StudentEnvironment(self.python, run_as=run_as)
         except PermissionError as error:
@@ -187,12 +187,12 @@ class Sandbox:
         check = "import os, sys; print('\\n'.join(p for p in sys.argv[1:] if os.access(p, os.R_OK)))"
         try:
             found = subprocess.run([sys.executable if os.access(sys.executable, os.X_OK) else "python3", "-I", "-S",
-                                    "-c", check, *paths], preexec_fn=_drop_to(self.uid), capture_output=True,
+                                    "-c", check, *paths], preexec_fn=drop_to(self.uid), capture_output=True,
                                    text=True, cwd="/", timeout=60)
         except (OSError, subprocess.SubprocessError):
             found = None
         if found is None or found.returncode:  # this Python cannot run as that user: ask the worker's
-            found = subprocess.run([self.python, "-I", "-S", "-c", check, *paths], preexec_fn=_drop_to(self.uid),
+            found = subprocess.run([self.python, "-I", "-S", "-c", check, *paths], preexec_fn=drop_to(self.uid),
                                    capture_output=True, text=True, cwd="/", timeout=60)
         return [line for line in found.stdout.splitlines() if line]
 
@@ -214,9 +214,9 @@ class Sandbox:
         free its user id; the caller kills its own descendants (`kill_descendants`)."""
         if self.uid is not None:
             kill_descendants(self.uid, only_uid=True)
-            _remove_files_of(self.uid)
+            remove_files_of(self.uid)
             try:
-                os.remove(_reservation(self.uid))
+                os.remove(reservation(self.uid))
             except OSError:
                 pass
             self.uid = None
@@ -264,7 +264,7 @@ class Worker:
         already = 0 if uid is not None else self.sandbox._processes_before  # the limit counts the user's processes
         resource.setrlimit(resource.RLIMIT_NPROC, (already + PROCESSES,) * 2)
         if uid is not None:
-            _drop_to(uid)()
+            drop_to(uid)()
         if self.level != "bubblewrap":  # bubblewrap has no network at all; elsewhere: no socket but a Unix one
             isolation.no_network_sockets()
         if self.level == "landlock":
@@ -391,7 +391,7 @@ class Worker:
         process, self.process = self.process, None
         if process is None:
             return None
-        family = _descendants(process.pid)
+        family = descendants(process.pid)
         try:
             os.killpg(process.pid, signal.SIGKILL)
         except OSError:
@@ -408,7 +408,7 @@ class Worker:
         if self.sandbox.uid is not None:
             kill_descendants(self.sandbox.uid, only_uid=True)  # until none is left: the next worker starts clean
         deadline = time.monotonic() + 5
-        while any(_is_alive(pid) for pid in family) and time.monotonic() < deadline:
+        while any(is_alive(pid) for pid in family) and time.monotonic() < deadline:
             time.sleep(0.01)
         try:
             process.stdin.close()

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 
-from .tasks import HINTS, TASK_NAMES, HomeworkError, _check_tasks
+from .tasks import HINTS, TASK_NAMES, HomeworkError, check_task_names
 
 MARKED_FOLDERS = ("minitensor", "models", "demos")
 BEGIN = re.compile(r"^(?P<indent>\s*)# BEGIN SOLUTION(?: (?P<task>\S+))?\s*$")
@@ -38,7 +38,7 @@ def regions(text, where="<source>"):
             task = begin.group("task")
             if task is None:
                 raise HomeworkError(f"{where}:{number}: BEGIN SOLUTION names no task; write '# BEGIN SOLUTION <task>'")
-            _check_tasks([task], f"{where}:{number}")
+            check_task_names([task], f"{where}:{number}")
             current = [task, number, None, []]
         elif END.match(line):
             if current is None:
@@ -162,7 +162,7 @@ def strip(out, root=None, keep=(), manifest=None):
     stays behind. Then check that the copy still imports. The repository at `root` is only read."""
     root = pathlib.Path(root or SOLUTION_ROOT).resolve()
     out = pathlib.Path(out)
-    _check_tasks(keep, "strip --keep")
+    check_task_names(keep, "strip --keep")
     if out.resolve() == root or root in out.resolve().parents:
         raise HomeworkError(f"strip: {out} is inside the repository {root}; write the copy outside it "
                             f"(a copy inside would be copied into the next one, and could be committed)")
@@ -186,13 +186,14 @@ def strip(out, root=None, keep=(), manifest=None):
         shutil.copy2(root / STUDENT_README, out / "README.md")
     missing = [name for name in TASK_NAMES if name not in keep]
     (out / STUDENT_MARK).write_text(json.dumps({"tasks_to_do": missing}, indent=1) + "\n")
-    check = subprocess.run([sys.executable, "-c", IMPORTS], cwd=out, env=_env_for(out), capture_output=True, text=True)
+    check = subprocess.run([sys.executable, "-c", IMPORTS], cwd=out, env=copy_environment(out), capture_output=True,
+                           text=True)
     if check.returncode:
-        raise HomeworkError(f"strip: the student copy in {out} does not import: {_import_failure(check.stderr, out)}")
+        raise HomeworkError(f"strip: the student copy in {out} does not import: {_failing_line(check.stderr, out)}")
     return out
 
 
-def _env_for(*paths):
+def copy_environment(*paths):
     """Run with `paths` first on sys.path (so the copy's minitensor, not an installed one, is
     imported), writing no bytecode or Numba cache into them."""
     env = dict(os.environ)
@@ -206,7 +207,7 @@ def _env_for(*paths):
     return env
 
 
-def _import_failure(stderr, root):
+def _failing_line(stderr, root):
     """One line from a traceback: the copy's file and line that failed, and the error."""
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     error = lines[-1].strip() if lines else "(no message)"

@@ -60,7 +60,7 @@ class HomeworkError(ValueError):
     """Bad input to strip, grade or bundle: the message names the file (and line) and the fix."""
 
 
-def _check_tasks(names, where):
+def check_task_names(names, where):
     unknown = [name for name in names if name not in HINTS]
     if unknown:
         raise HomeworkError(f"{where}: unknown task(s) {', '.join(map(repr, unknown))}; known: {', '.join(TASK_NAMES)}")

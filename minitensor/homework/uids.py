@@ -9,14 +9,14 @@ import tempfile
 import time
 
 from .isolation import IsolationError
-from .processes import _processes, _started, kill_descendants
+from .processes import kill_descendants, running_processes, started_at
 
 FIRST_UID = 61_000  # where the search for an unused user id starts
 UID_RANGE = 5_000
 SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")  # where any user may write
 
 
-def _reservation(uid):
+def reservation(uid):
     return os.path.join(tempfile.gettempdir(), f".minitensor-worker-uid-{uid}")
 
 
@@ -30,26 +30,26 @@ def _stale(path):
             return time.time() - os.lstat(path).st_mtime > 86_400
         except OSError:
             return False
-    return _started(pid) != started
+    return started_at(pid) != started
 
 
-def _unused_uid():
+def unused_uid():
     """A user id no account has and no process runs as, reserved (a file made with O_EXCL that
     names this process) so that two sandboxes at once never share one. A reservation whose
     process is gone is reclaimed: its user's processes killed, the file removed."""
     import pwd
 
-    taken = {owner for _, owner in _processes().values()}
+    taken = {owner for _, owner in running_processes().values()}
     for uid in range(FIRST_UID, FIRST_UID + UID_RANGE):
         try:
             pwd.getpwuid(uid)
             continue
         except KeyError:
             pass
-        path = _reservation(uid)
+        path = reservation(uid)
         if os.path.exists(path) and _stale(path):
             kill_descendants(uid, only_uid=True)
-            _remove_files_of(uid)
+            remove_files_of(uid)
             try:
                 os.remove(path)
             except OSError:
@@ -61,12 +61,12 @@ def _unused_uid():
         except FileExistsError:
             continue
         with os.fdopen(fd, "w") as file:
-            file.write(f"{os.getpid()} {_started(os.getpid())}\n")
+            file.write(f"{os.getpid()} {started_at(os.getpid())}\n")
         return uid
     raise IsolationError(f"no unused user id to run student code as in {FIRST_UID}..{FIRST_UID + UID_RANGE - 1}")
 
 
-def _remove_files_of(uid):
+def remove_files_of(uid):
     """Remove what user `uid` left at the top of the shared temporary folders (the only places
     there it can write): a worker's files must not reach the next run."""
     for top in SHARED_TMP:
@@ -86,7 +86,7 @@ def _remove_files_of(uid):
                 pass
 
 
-def _drop_to(uid):
+def drop_to(uid):
     def drop():
         os.setgroups([])
         os.setgid(uid)

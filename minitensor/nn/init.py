@@ -5,11 +5,12 @@ import math
 import numpy as np
 
 from ..random import generator
+from ..views import increment_version
 
 
 def _fill(tensor, values):
     tensor.data[...] = values.astype(tensor.dtype)
-    tensor._bump_version()
+    increment_version(tensor)
     return tensor
 
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..autograd import no_grad
 from ..tensor import Tensor
+from ..views import increment_version, share_version
 
 
 class Parameter(Tensor):
@@ -30,7 +31,7 @@ class Parameter(Tensor):
         super().__init__(array, requires_grad=requires_grad)
         if isinstance(data, Tensor):
             self.data = data.data  # share, do not copy
-            self._version_counter = data._version_counter
+            share_version(self, data)
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
@@ -195,7 +196,7 @@ class Module:
         with no_grad():
             for name, array in arrays.items():
                 np.copyto(own[name].data, array, casting="same_kind")
-                own[name]._bump_version()
+                increment_version(own[name])
         return missing, unexpected
 
     def save(self, path):

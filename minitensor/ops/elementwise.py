@@ -345,14 +345,15 @@ class ToDevice(Function):
     @staticmethod
     def forward(ctx, x, device):
         ctx.source = "numpy" if isinstance(x, np.ndarray) else "cupy"
-        return _move(x, device)
+        return move_to(x, device)
 
     @staticmethod
     def backward(ctx, grad):
-        return _move(grad, ctx.source)
+        return move_to(grad, ctx.source)
 
 
-def _move(array, device):
+def move_to(array, device):
+    """array as an array of `device`'s library ("numpy" or "cupy"); the same array when it is one."""
     if device == "numpy":
         return array if isinstance(array, np.ndarray) else array.get()
     from .. import backends

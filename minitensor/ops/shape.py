@@ -10,7 +10,7 @@ import numpy as np
 
 from ..autograd import Context, Function
 from .axes import normalize_axis
-from .elementwise import _move
+from .elementwise import move_to
 
 
 class Reshape(Function):
@@ -155,7 +155,7 @@ class CopySlices(Function):
     def forward(ctx, base, values, steps):
         positions = region_positions(base.shape, steps)  # (view's shape) -> flat index into base
         if not isinstance(base, np.ndarray):  # a CuPy base is indexed with a CuPy array
-            positions = _move(positions, "cupy")
+            positions = move_to(positions, "cupy")
         ctx.positions = positions
         y = base.copy(order="C")
         y.reshape(-1)[positions] = values  # (a C-contiguous y reshapes to a view of itself)

@@ -104,7 +104,7 @@ def attention_backward(q, k, v, out, softmax_stats, dout, mask=None, scale=None,
 # END SOLUTION
 
 
-settings.drop_stale_cache(softmax_rows._softmax_rows)
+settings.drop_stale_cache(elementwise.exp_into)  # any cached kernel of the package: they share one folder
 
 __all__ = [
     "xp", "name", "takes", "matmul", "softmax", "softmax_backward", "log_softmax", "log_softmax_backward",

@@ -43,10 +43,7 @@ def compare(model, reference, *inputs, seed=0, upstream=None, copy_weights=True)
     parameters by name first."""
     copied, missing = _copy_weights(model, reference) if copy_weights else ([], [])
     theirs, out, upstream, _ = record(model, inputs, upstream, seed)
-    ours, reference_out, _, _ = record(reference, inputs, upstream, seed)
-    if out.shape != reference_out.shape:
-        raise ValueError(f"compare: the model's output has shape {out.shape}, the reference's {reference_out.shape}; "
-                         f"they must have the same shape to be compared")
+    ours, _, _, _ = record(reference, inputs, upstream, seed, expected_shape=out.shape)
     float64 = _float64_run(reference, inputs, upstream, seed)
     rows = judge(theirs, ours, float64, rerun=True)
     return Comparison(rows, dtype=out.dtype, missing_weights=missing, copied_weights=len(copied))

@@ -85,10 +85,11 @@ def _relative_path(path, names):
     return ""
 
 
-def record(model, inputs, upstream=None, seed=0):
+def record(model, inputs, upstream=None, seed=0, expected_shape=None):
     """Run model(*inputs) forward, then backward from `upstream` (drawn from a seeded normal of the
     output's shape when None; never all ones, which hides an indexing bug), and return
-    (records, output array, upstream, {input or parameter name: its gradient})."""
+    (records, output array, upstream, {input or parameter name: its gradient}). With expected_shape
+    (the model's, when this is the reference), an output of another shape is refused before backward."""
     tensors = [_fresh_leaf(a) for a in inputs]
     leaf_names = {id(t): f"input {i}" for i, t in enumerate(tensors) if isinstance(t, Tensor)}
     if isinstance(model, Module):
@@ -100,6 +101,9 @@ def record(model, inputs, upstream=None, seed=0):
         output = model(*tensors)
         if not isinstance(output, Tensor):
             raise TypeError(f"compare: the model returned {type(output).__name__}; it must return one Tensor")
+        if expected_shape is not None and output.shape != tuple(expected_shape):
+            raise ValueError(f"compare: the model's output has shape {tuple(expected_shape)}, the reference's "
+                             f"{output.shape}; they must have the same shape to be compared")
         if upstream is None:
             upstream = np.random.default_rng(seed).standard_normal(output.shape).astype(output.dtype)
         if output.requires_grad:

@@ -105,6 +105,8 @@ def _index(index):
 
 def worst_text(row, reference_values=True):
     """The worst element of the quantity that departs, in words."""
+    if row.worst is None:  # a node with no counterpart, blamed for what the node it feeds received
+        return "it has no counterpart in the reference, and the node it feeds departs because of what it made"
     index, yours, theirs, gap, tolerance = row.worst
     if not reference_values:
         how_far = f" departs by {row.relative:.3g} (relative error in norm)" if row.relative is not None else " departs"

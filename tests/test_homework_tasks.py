@@ -22,6 +22,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from _graph_feedback import names_the_node
 from _grading import (array_of, assert_close, assert_fits_budget, assert_matches, assert_same_mask, attention,
                       best_seconds, budget, future, torch_expression, wire_seconds)
 
@@ -231,10 +232,12 @@ def probe_split_merge(x, heads):
     return {"heads": split.data, "merged": merge_heads(split).data}
 
 
-def probe_module(kind, d, heads, weights, x, upstream):
-    """A MultiHeadAttention or a pre-norm Block of the student's, with the grader's weights
-    (float64), forward on x and backward of upstream: the output, the input's and every
-    weight's gradient. Attention is the materialised one (scores, softmax, weighted sum)."""
+def _graded_model(kind, d, heads, weights, padding=None):
+    """The student's model of a model task, run on the student's side: a MultiHeadAttention ("mha")
+    or a pre-norm Block ("block") with the grader's weights (float64), or masked attention
+    ("attention": q, k, v -> the output, causal, `padding` hidden). Attention is the materialised
+    one (scores, softmax, weighted sum), so that neither task nor its backward needs the tiled
+    kernel, a later task. Returns (model, a function that undoes the swap)."""
     import numpy as np
 
     import minitensor as mt
@@ -242,6 +245,9 @@ def probe_module(kind, d, heads, weights, x, upstream):
     from models.attention import MultiHeadAttention
     from models.transformer import Block
 
+    fused = attention.scaled_dot_product_attention
+    if kind == "attention":
+        return (lambda q, k, v: fused(q, k, v, mask=padding, is_causal=True, return_weights=True)[0]), lambda: None
     mt.set_default_dtype(np.float64)
     try:
         module = MultiHeadAttention(d, heads) if kind == "mha" else Block(d, heads)
@@ -250,25 +256,54 @@ def probe_module(kind, d, heads, weights, x, upstream):
     parameters = dict(module.named_parameters())
     for name, array in weights.items():
         parameters[name].data = array.copy()
-    fused = attention.scaled_dot_product_attention
 
-    def materialised(q, k, v, mask=None, is_causal=False, scale=None, return_weights=False):
-        """Attention written out op by op (task attention_masks), so that neither this task nor
-        its backward needs the tiled kernel, a later task."""
+    # Named forward so that a node made inside it keeps its module path (attn): where a node was made
+    # is looked up through the forward methods of your code, and stops at any other function of it.
+    def forward(q, k, v, mask=None, is_causal=False, scale=None, return_weights=False):
         out, weights = fused(q, k, v, mask=mask, is_causal=is_causal, scale=scale, return_weights=True)
         return (out, weights) if return_weights else out
 
-    attention.scaled_dot_product_attention = materialised
+    attention.scaled_dot_product_attention = forward
+
+    def restore():
+        attention.scaled_dot_product_attention = fused
+
+    return module, restore
+
+
+def probe_module(kind, d, heads, weights, x, upstream):
+    """A MultiHeadAttention or a pre-norm Block of the student's (_graded_model), forward on x and
+    backward of upstream: the output, the input's and every weight's gradient."""
+    import minitensor as mt
+
+    module, restore = _graded_model(kind, d, heads, weights)
     try:
         with mt.use_backend("numpy"):
             t = mt.tensor(x, requires_grad=True)
             out = module(t)
             out.backward(upstream)
     finally:
-        attention.scaled_dot_product_attention = fused
+        restore()
     answer = {"out": out.data, "dx": t.grad}
-    answer.update({f"d{name}": p.grad for name, p in parameters.items()})
+    answer.update({f"d{name}": p.grad for name, p in module.named_parameters()})
     return answer
+
+
+def probe_graph(kind, d, heads, weights, inputs, upstream, padding=None):
+    """The graph of a model task's model (_graded_model), node by node, forward on `inputs` and
+    backward of `upstream`, as plain arrays (minitensor/debug/compare_record.py). The feedback of a
+    failed model task (tests/_graph_feedback.py) runs this probe on the student's side and, in the
+    grader, on the teacher's code, and names the first node where the two depart."""
+    import minitensor as mt
+    from minitensor.debug.compare_record import plain, record
+
+    model, restore = _graded_model(kind, d, heads, weights, padding)
+    try:
+        with mt.use_backend("numpy"):
+            records = record(model, inputs, upstream)[0]
+    finally:
+        restore()
+    return plain(records)
 
 
 def probe_tiled_attention(q, k, v, mask, is_causal):
@@ -606,7 +641,10 @@ def test_masked_attention_matches_torch(student):
     reference.backward(torch.ones_like(reference))
     expected = {"out": out, "weights": weights, "dq": tensors[0].grad.numpy(), "dk": tensors[1].grad.numpy(),
                 "dv": tensors[2].grad.numpy()}
-    assert_matches(student.call(probe_masked_attention, q, k, v, padding), expected, 1e-9, 1e-11)
+    answer = student.call(probe_masked_attention, q, k, v, padding)
+    with names_the_node(student, probe_graph, "attention", 0, 0, {}, [q, k, v], generator.standard_normal(out.shape),
+                        padding):
+        assert_matches(answer, expected, 1e-9, 1e-11)
 
 
 # 10 ------------------------------------------------------------------------
@@ -646,7 +684,9 @@ def test_multihead_attention_matches_torch(student):
     out.backward(torch.from_numpy(upstream))
     expected = {"out": out.detach().numpy(), "dx": t.grad.numpy(),
                 **{f"d{k}": v for k, v in _mha_weights(theirs, "grad").items()}}
-    assert_matches(student.call(probe_module, "mha", d, heads, _mha_weights(theirs), x, upstream), expected, 1e-9, 1e-11)
+    answer = student.call(probe_module, "mha", d, heads, _mha_weights(theirs), x, upstream)
+    with names_the_node(student, probe_graph, "mha", d, heads, _mha_weights(theirs), [x], upstream):
+        assert_matches(answer, expected, 1e-9, 1e-11)
 
 
 # 11 ------------------------------------------------------------------------
@@ -686,7 +726,9 @@ def test_pre_norm_block_matches_pytorchs(student):
     out.backward(torch.from_numpy(upstream))
     expected = {"out": out.detach().numpy(), "dx": t.grad.numpy(),
                 **{f"d{k}": v for k, v in _block_weights(theirs, "grad").items()}}
-    assert_matches(student.call(probe_module, "block", d, heads, _block_weights(theirs), x, upstream), expected, 1e-9, 1e-11)
+    answer = student.call(probe_module, "block", d, heads, _block_weights(theirs), x, upstream)
+    with names_the_node(student, probe_graph, "block", d, heads, _block_weights(theirs), [x], upstream):
+        assert_matches(answer, expected, 1e-9, 1e-11)
 
 
 @task("tiled_attention")

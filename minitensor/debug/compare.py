@@ -223,6 +223,7 @@ def _judge_forward(row, r, ref, ref64, rows, rerun):
     row.output_difference = difference(r["output"], ref["output"], noise)
     inputs = [difference(a, b, _noise(b, ref64 and ref64["inputs"][i])) if i < len(ref["inputs"]) else None
               for i, (a, b) in enumerate(zip(r["inputs"], ref["inputs"]))]
+    row.inputs_agree = not any(inputs)
     if rerun and "function" in r:
         output, row.rerun_grads = _rerun(r, ref)
         own = (((), f"{type(output).__name__}: {output}", "", np.inf, 0.0) if isinstance(output, Exception)
@@ -267,7 +268,7 @@ def _judge_backward(row, r, ref, ref64, rerun):
     else:
         upstream = difference(r["grad_output"], ref["grad_output"], _noise(ref["grad_output"], ref64 and
                                                                              ref64["grad_output"]))
-        own = departing if upstream is None else None
+        own = departing if upstream is None and row.inputs_agree else None
     if own is not None:
         row.verdict, row.where, row.worst, row.input_position = "culprit", "backward", own[1], own[0]
     elif row.verdict == "agrees":

@@ -34,7 +34,8 @@ class Row:
     grad_difference: tuple = None  # (input position, difference) of the first departing gradient
     rerun_grads: list = dataclasses.field(default=None, repr=False)
     blamed: bool = False
-    relative: float = None  # the departing quantity's relative error in norm (set by the grader)
+    inputs_agree: bool = True  # every input of it agrees with the reference node's
+    relative: float = None  # the departing quantity's |yours - reference| / |reference| (set by the grader)
 
     @property
     def shapes(self):
@@ -108,12 +109,13 @@ def worst_text(row, reference_values=True):
     if row.worst is None:  # a node with no counterpart, blamed for what the node it feeds received
         return "it has no counterpart in the reference, and the node it feeds departs because of what it made"
     index, yours, theirs, gap, tolerance = row.worst
-    if not reference_values:
-        how_far = f" departs by {row.relative:.3g} (relative error in norm)" if row.relative is not None else " departs"
-        return f"{row.quantity}{how_far}; worst element {_index(index) or '(its shape)'}"
-    if gap == np.inf and isinstance(yours, str):
+    if gap == np.inf and isinstance(yours, str):  # a shape, or an error: no value of either side
         theirs = f", the reference's {theirs}" if theirs else ""
         return f"{row.quantity}: yours has {yours}{theirs}"
+    if not reference_values:
+        # a whole percentage: no digit of a reference value
+        how_far = f" departs by {100 * row.relative:.0f}% in norm" if row.relative is not None else " departs"
+        return f"{row.quantity}{how_far}; worst element {_index(index) or '(its shape)'}"
     return (f"worst element of {row.quantity} {_index(index)}: yours {_number(yours)}, reference {_number(theirs)} "
             f"(|difference| {gap:.3g}, tolerance {tolerance:.3g})")
 
@@ -160,7 +162,8 @@ def table(comparison, limit=8):
 def report(comparison):
     text = first_text(comparison)
     if comparison.missing_weights:
-        text += f"\n  not copied to the reference (no parameter of that name and shape): {', '.join(comparison.missing_weights)}"
+        missing = ", ".join(comparison.missing_weights)
+        text += f"\n  not copied to the reference (no parameter of that name and shape): {missing}"
     if comparison.first is None:
         return text
     return text + "\n" + table(comparison)

@@ -156,7 +156,7 @@ def test_when_the_graphs_cannot_be_compared_the_tests_own_message_stays():
             raise AssertionError("out: the original message")
 
 
-def test_a_graded_copy_with_the_residual_after_the_norm_is_told_which_node(tmp_path):
+def test_a_graded_copy_with_the_residual_after_the_norm_is_told_which_node(tmp_path, worker_python):
     copy = homework.strip(tmp_path / "student", keep=homework.TASK_NAMES)
     path = copy / "models" / "transformer.py"
     text = path.read_text()
@@ -164,7 +164,8 @@ def test_a_graded_copy_with_the_residual_after_the_norm_is_told_which_node(tmp_p
     assert solved in text
     path.write_text(text.replace(solved, "normed = self.ln1(x)\n            x = normed + self.drop(self.attn("
                                          "normed, mask=mask, is_causal=is_causal, cache=cache))"))
-    ok, rows = homework.grade(copy, task="pre_norm_block", stream=(stream := io.StringIO()), verbose=True)
+    ok, rows = homework.grade(copy, task="pre_norm_block", stream=(stream := io.StringIO()), verbose=True,
+                               python=worker_python)
     table = stream.getvalue()
     assert not ok and rows[0].status == "failed", table
     assert ("the first node that departs is Add (in the model's own forward): the culprit, forward (reads the "

@@ -46,7 +46,9 @@ def compare(model, reference, *inputs, seed=0, upstream=None, copy_weights=True)
     ours, _, _, _ = record(reference, inputs, upstream, seed, expected_shape=out.shape)
     float64 = _float64_run(reference, inputs, upstream, seed)
     rows = judge(theirs, ours, float64, rerun=True)
-    return Comparison(rows, dtype=out.dtype, missing_weights=missing, copied_weights=len(copied))
+    comparison = Comparison(rows, dtype=out.dtype, missing_weights=missing, copied_weights=len(copied))
+    comparison.upstream = upstream  # the gradient both backward passes started from
+    return comparison
 
 
 def _copy_weights(model, reference):

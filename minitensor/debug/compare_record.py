@@ -90,7 +90,7 @@ def record(model, inputs, upstream=None, seed=0, expected_shape=None):
     output's shape when None; never all ones, which hides an indexing bug), and return
     (records, output array, upstream, {input or parameter name: its gradient}). With expected_shape
     (the model's, when this is the reference), an output of another shape is refused before backward."""
-    tensors = [_fresh_leaf(a) for a in inputs]
+    tensors = [fresh_leaf(a) for a in inputs]
     leaf_names = {id(t): f"input {i}" for i, t in enumerate(tensors) if isinstance(t, Tensor)}
     if isinstance(model, Module):
         for name, parameter in model.named_parameters():
@@ -115,7 +115,7 @@ def record(model, inputs, upstream=None, seed=0, expected_shape=None):
     return recorder.records, output.data, np.asarray(upstream), grads
 
 
-def _fresh_leaf(value):
+def fresh_leaf(value):
     """A new leaf for an array or a Tensor (each side gets its own, so no gradient is shared); a
     floating array requires grad. Anything else (a mask, None, a number) is passed as it is."""
     if isinstance(value, Tensor):

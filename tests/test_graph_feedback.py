@@ -71,7 +71,7 @@ EXPECTED = {  # bug: (graded test, the feedback's node)
                    "Softmax (in the model's own forward): the culprit, its forward"),
     "merge_heads": ("test_multihead_attention_matches_torch", "Transpose (in the model's own forward): the culprit, its forward"),
     "residual": ("test_pre_norm_block_matches_pytorchs",
-                 "Add (in the model's own forward): the culprit, forward (reads the wrong input)"),
+                 "Add (in the model's own forward): the culprit, it reads an input that differs"),
 }
 
 
@@ -168,8 +168,8 @@ def test_a_graded_copy_with_the_residual_after_the_norm_is_told_which_node(tmp_p
                                python=worker_python)
     table = stream.getvalue()
     assert not ok and rows[0].status == "failed", table
-    assert ("the first node that departs is Add (in the model's own forward): the culprit, forward (reads the "
-            "wrong input)") in table, table
+    assert ("the first node that departs is Add (in the model's own forward): the culprit, it reads an input "
+            "that differs from the reference node's") in table, table
     assert "it reads the wrong input: its input 0 comes from node 0 (LayerNormFunction in ln1, which agrees)" in table
     assert "made at: models/transformer.py" in table
     assert not _decimal_numbers(table.split("The first node of your graph")[1]), table

@@ -127,7 +127,9 @@ def first_text(comparison):
         return f"compare{dtype}: every node agrees with the reference"
     kind = "the culprit" if row.verdict == "culprit" else "inherited (no node departs on its own before it)"
     why = {"forward": "its forward departs on the reference's inputs",
-           "backward": "its backward departs on the reference's inputs and upstream gradient"}.get(row.where, row.where)
+           "backward": "its backward departs on the reference's inputs and upstream gradient",
+           "forward (reads the wrong input)": "it reads an input that differs from the reference node's",
+           "forward (no node like it in the reference)": "the reference has no node like it"}.get(row.where, row.where)
     lines = [f"compare{dtype}: the first node that departs is {row.place()}: {kind}, {why}",
              f"  made at: {row.made_at or '(not recorded)'}",
              f"  shapes:  {row.shapes}",

@@ -48,6 +48,11 @@ def _merged_in_the_wrong_order(x):
     return x.permute(0, 2, 3, 1).reshape(B, T, heads * d_head)
 
 
+def _cache_that_forgets(self, k, v):
+    self.k, self.v = k.detach(), v.detach()
+    return self.k, self.v
+
+
 def _residual_after_the_norm(self, x, mask=None, is_causal=False, cache=None, context=None):
     normed = self.ln1(x)
     x = normed + self.attn(normed, mask=mask, is_causal=is_causal, cache=cache)
@@ -61,6 +66,7 @@ PLANTED = {  # bug: (where, name, replacement)
     "mask_shift": (models.attention, "causal_mask", _shifted_causal_mask),
     "merge_heads": (models.attention, "merge_heads", _merged_in_the_wrong_order),
     "residual": (models.transformer.Block, "forward", _residual_after_the_norm),
+    "kv_cache": (models.attention.KVCache, "update", _cache_that_forgets),  # the seventh: a task of its own
 }
 EXPECTED = {  # bug: (graded test, the feedback's node)
     "softmax_backward": ("test_pre_norm_block_matches_pytorchs", "Softmax in attn: the culprit, its backward"),
@@ -72,6 +78,8 @@ EXPECTED = {  # bug: (graded test, the feedback's node)
     "merge_heads": ("test_multihead_attention_matches_torch", "Transpose (in the model's own forward): the culprit, its forward"),
     "residual": ("test_pre_norm_block_matches_pytorchs",
                  "Add (in the model's own forward): the culprit, it reads an input that differs"),
+    "kv_cache": ("test_kv_cache_generation_equals_full_attention",
+                 "MatMul (in the model's own forward): the culprit, it reads an input that differs"),
 }
 
 
@@ -114,8 +122,9 @@ def test_a_planted_bug_gets_feedback_that_names_the_node_and_leaks_no_reference_
     judged = _graph_feedback.judge
 
     def keeping_the_reference(theirs, ours, **options):  # the teacher's graph: every value of it
-        references.extend(a for r in ours for a in [r["output"], *r["inputs"], r["grad_output"], *r["grad_inputs"]]
-                          if a is not None)
+        for r in ours:
+            references.extend(a for a in [r["output"], *r["inputs"], r["grad_output"], *(r["grad_inputs"] or [])]
+                              if a is not None)
         return judged(theirs, ours, **options)
 
     expected_values = graded.assert_matches

@@ -234,8 +234,9 @@ def probe_split_merge(x, heads):
 
 def _graded_model(kind, d, heads, weights, padding=None):
     """The student's model of a model task, run on the student's side: a MultiHeadAttention ("mha")
-    or a pre-norm Block ("block") with the grader's weights (float64), or masked attention
-    ("attention": q, k, v -> the output, causal, `padding` hidden). Attention is the materialised
+    or a pre-norm Block ("block") with the grader's weights (float64), the MultiHeadAttention run
+    token by token with a KVCache ("kv_cache"), or masked attention ("attention": q, k, v -> the
+    output, causal, `padding` hidden). Attention is the materialised
     one (scores, softmax, weighted sum), so that neither task nor its backward needs the tiled
     kernel, a later task. Returns (model, a function that undoes the swap)."""
     import numpy as np
@@ -250,7 +251,7 @@ def _graded_model(kind, d, heads, weights, padding=None):
         return (lambda q, k, v: fused(q, k, v, mask=padding, is_causal=True, return_weights=True)[0]), lambda: None
     mt.set_default_dtype(np.float64)
     try:
-        module = MultiHeadAttention(d, heads) if kind == "mha" else Block(d, heads)
+        module = Block(d, heads) if kind == "block" else MultiHeadAttention(d, heads)
     finally:
         mt.set_default_dtype(np.float32)
     parameters = dict(module.named_parameters())
@@ -268,6 +269,14 @@ def _graded_model(kind, d, heads, weights, padding=None):
     def restore():
         attention.scaled_dot_product_attention = fused
 
+    if kind == "kv_cache":  # the attention token by token, each step reading the cache (causal)
+        def token_by_token(x):
+            cache, steps = attention.KVCache(), []
+            for t in range(x.shape[1]):
+                steps.append(module(x[:, t : t + 1], is_causal=True, cache=cache))
+            return mt.cat(steps, axis=1)
+
+        return token_by_token, restore
     return module, restore
 
 
@@ -804,7 +813,9 @@ def test_kv_cache_generation_equals_full_attention(student):
     t = torch.from_numpy(x)
     full = theirs(t, t, t, attn_mask=torch.from_numpy(future(T)), need_weights=False)[0].detach().numpy()
     answer = student.call(probe_kv_cache, d, heads, _mha_weights(theirs), x)
-    assert_close("the outputs token by token with the cache", answer.get("steps"), full, 1e-9, 1e-11)
+    with names_the_node(student, probe_graph, "kv_cache", d, heads, _mha_weights(theirs), [x],
+                        generator.standard_normal(x.shape)):
+        assert_close("the outputs token by token with the cache", answer.get("steps"), full, 1e-9, 1e-11)
     assert answer.get("length") == T, f"len(cache) after {T} tokens: yours {answer.get('length')!r}, expected {T}"
 
 

@@ -2,6 +2,9 @@
 the first culprit, op and module, in float32 and float64, on the numpy and numba backends, and no
 culprit on the correct block; the judging on plain records (the grader's way); the report's words."""
 
+import os
+import pathlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -141,3 +144,27 @@ def test_difference_uses_the_float64_noise_and_the_dtypes_rounding():
     assert difference(reference + np.float32(1e-3), reference, noise=1e-3) is None  # the reference's own error
     assert difference(np.array([np.nan]), np.array([1.0])) is not None
     assert difference(np.array([np.nan]), np.array([np.nan])) is None
+
+
+def test_the_repro_script_runs_the_culprit_alone_and_shows_it_departs(tmp_path):
+    import subprocess
+    import sys
+
+    student, reference, x = blocks(("softmax_backward",), np.float64)
+    script = mt.debug.compare(student, reference, x).repro(tmp_path / "repro.py")
+    lines = script.read_text().splitlines()
+    assert len(lines) <= 15 and lines[3] == "from compare_blocks import Softmax as Op"
+    tests = str(pathlib.Path(__file__).resolve().parent)
+    root = str(pathlib.Path(__file__).resolve().parent.parent)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path,
+                         env={"PYTHONPATH": os.pathsep.join([tests, root]), "PATH": os.environ.get("PATH", "")})
+    assert run.returncode == 0, run.stderr
+    forward, backward = run.stdout.splitlines()
+    assert forward == "forward: largest |yours - reference| 0.0"  # its forward is right ...
+    assert float(backward.split()[-1]) > 0.1  # ... its backward departs, alone
+
+
+def test_a_repro_needs_a_culprit():
+    student, reference, x = blocks((), np.float32)
+    with pytest.raises(ValueError, match="compare: no culprit with a counterpart in the reference to reproduce"):
+        mt.debug.compare(student, reference, x).repro("never.py")

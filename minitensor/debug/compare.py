@@ -4,6 +4,7 @@ and whether it is the culprit or only inherited the error.
     result = mt.debug.compare(block, reference_block, x)
     print(result)            # the first node that departs, then a short table
     result.culprit           # that node's row: op, module, made_at, worst element, ...
+    result.repro("repro.py") # a ten-line script: the culprit's op alone on the reference's inputs
 
 Both run on the same inputs (the reference gets the model's weights, copied by name, when both are
 Modules); a random upstream gradient (seeded, never all ones) flows back through each. The two
@@ -48,6 +49,7 @@ def compare(model, reference, *inputs, seed=0, upstream=None, copy_weights=True)
     rows = judge(theirs, ours, float64, rerun=True)
     comparison = Comparison(rows, dtype=out.dtype, missing_weights=missing, copied_weights=len(copied))
     comparison.upstream = upstream  # the gradient both backward passes started from
+    comparison.records = (theirs, ours)
     return comparison
 
 

@@ -65,6 +65,8 @@ class Comparison:
         self.missing_weights = list(missing_weights)
         self.copied_weights = copied_weights
         self.reference_values = reference_values
+        self.records = None  # (the model's records, the reference's), kept by compare for repro
+        self.upstream = None
 
     @property
     def culprits(self):
@@ -90,6 +92,11 @@ class Comparison:
 
     def __str__(self):
         return report(self)
+
+    def repro(self, path):
+        """Write a ten-line script that runs the culprit's op alone on the reference node's inputs
+        and upstream gradient (saved beside it, as path with .npz) and prints how far it departs."""
+        return write_repro(self, path)
 
     def __repr__(self):
         culprit = self.culprit
@@ -169,3 +176,49 @@ def report(comparison):
     if comparison.first is None:
         return text
     return text + "\n" + table(comparison)
+
+
+def write_repro(comparison, path):
+    """The script of Comparison.repro; returns its path."""
+    import pathlib
+
+    row = comparison.culprit
+    if row is None or row.reference_index is None or comparison.records is None:
+        raise ValueError("compare: no culprit with a counterpart in the reference to reproduce")
+    theirs, ours = comparison.records
+    mine, reference = theirs[row.index], ours[row.reference_index]
+    function = mine["function"]
+    path = pathlib.Path(path)
+    arrays = {f"input{i}": a for i, a in enumerate(reference["inputs"])}
+    arrays["reference_output"] = reference["output"]
+    arrays["upstream"] = reference["grad_output"] if reference["grad_output"] is not None else np.zeros(0)
+    options = []
+    for name, value in mine["options"].items():
+        if isinstance(value, np.ndarray):
+            arrays[f"option_{name}"] = value
+            options.append(f"{name}=data['option_{name}']")
+        else:
+            options.append(f"{name}={value!r}")
+    for i, grad in enumerate(reference["grad_inputs"] or []):
+        if grad is not None:
+            arrays[f"reference_grad{i}"] = grad
+    np.savez(path.with_suffix(".npz"), **arrays)
+    inputs = ", ".join(f"data['input{i}']" for i in range(len(reference["inputs"])))
+    lines = [
+        f"# {row.place()}, made at {row.made_at.split(' <- ')[0]}: run alone on the reference's inputs",
+        "import numpy as np",
+        "from minitensor.autograd import Context, unbroadcast",
+        f"from {function.__module__} import {function.__qualname__.split('.')[0]} as Op",
+        f"data = np.load({str(path.with_suffix('.npz'))!r})",
+        f"ctx = Context(Op, (True,) * {len(reference['inputs'])})",
+        f"out = Op.forward(ctx, {inputs}{', ' if options else ''}{', '.join(options)})",
+        "print('forward: largest |yours - reference|', np.abs(out - data['reference_output']).max())",
+        "grads = Op.backward(ctx, data['upstream']) if data['upstream'].size else ()",
+        "for i, g in enumerate(grads if isinstance(grads, tuple) else (grads,)):",
+        "    if g is not None and f'reference_grad{i}' in data:",
+        "        g = unbroadcast(np.asarray(g), data[f'input{i}'].shape)",
+        "        print(f'backward, input {i}: largest |yours - reference|',",
+        "              np.abs(g - data[f'reference_grad{i}']).max())",
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -168,3 +168,11 @@ def test_a_repro_needs_a_culprit():
     student, reference, x = blocks((), np.float32)
     with pytest.raises(ValueError, match="compare: no culprit with a counterpart in the reference to reproduce"):
         mt.debug.compare(student, reference, x).repro("never.py")
+
+
+def test_a_pytorch_reference_is_refused_with_the_way_round():
+    torch = pytest.importorskip("torch")
+    student, _, x = blocks((), np.float32)
+    with pytest.raises(TypeError, match=r"compare: the reference is a PyTorch module; .* \(load the PyTorch weights into one, e.g. "
+                                        r"models.transformer.Block.from_torch"):
+        mt.debug.compare(student, torch.nn.Linear(8, 8), x)

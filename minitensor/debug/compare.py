@@ -42,6 +42,10 @@ def compare(model, reference, *inputs, seed=0, upstream=None, copy_weights=True)
     node where the difference first shows), then every node's verdict. `upstream` is dL/d(output)
     (by default a seeded standard normal). With copy_weights, a Module reference gets the model's
     parameters by name first."""
+    if any(cls.__module__.startswith("torch") for cls in type(reference).__mro__):
+        raise TypeError("compare: the reference is a PyTorch module; compare takes a minitensor model or function "
+                        "(load the PyTorch weights into one, e.g. models.transformer.Block.from_torch, or "
+                        "nn.Module.load_state_dict, and compare with that)")
     copied, missing = _copy_weights(model, reference) if copy_weights else ([], [])
     theirs, out, upstream, _ = record(model, inputs, upstream, seed)
     ours, _, _, _ = record(reference, inputs, upstream, seed, expected_shape=out.shape)

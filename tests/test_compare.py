@@ -128,7 +128,7 @@ def test_ops_composed_differently_align_by_op_and_an_unmatched_node_can_be_the_c
     assert same.culprit is None
     wrong = mt.debug.compare(lambda t: (t * 3).tanh(), lambda t: (t + t).tanh(), x)
     assert [(r.op, r.verdict) for r in wrong.rows] == [("Mul", "culprit"), ("Tanh", "inherited")], str(wrong)
-    assert "no node like it in the reference" in str(wrong)
+    assert "the culprit, the reference has no node like it" in str(wrong)
 
 
 def test_a_model_that_returns_no_tensor_is_refused():

@@ -128,6 +128,7 @@ def test_a_planted_bug_gets_feedback_that_names_the_node_and_leaks_no_reference_
         return judged(theirs, ours, **options)
 
     expected_values = graded.assert_matches
+    monkeypatch.setattr(graded, "rng", lambda: np.random.default_rng(0))  # 3 heads: one head merges in any order
     monkeypatch.setattr(_graph_feedback, "judge", keeping_the_reference)
     monkeypatch.setattr(graded, "assert_matches", lambda answer, expected, *tolerances: (
         references.extend(expected.values()), expected_values(answer, expected, *tolerances)))

@@ -164,6 +164,15 @@ def difference(mine, reference, noise=None):
     return worst, mine[worst].item(), reference[worst].item(), float(gap[worst]), float(tolerance)
 
 
+def _wide(ref64, key, position=None):
+    """One array of the reference node's float64 record (None where there is none)."""
+    if ref64 is None or ref64[key] is None:
+        return None
+    if position is None:
+        return ref64[key]
+    return ref64[key][position] if position < len(ref64[key]) else None
+
+
 def _noise(array, wide):
     """The reference's own error on one array: its distance from the float64 run's."""
     if wide is None or array is None or np.shape(array) != np.shape(wide):
@@ -222,14 +231,14 @@ def judge(theirs, ours, float64=None, rerun=False):
             ref = ours[row.reference_index]
             _judge_backward(row, theirs[row.index], ref, wide[row.reference_index] if wide is not None else None,
                             rerun)
-    _blame_unmatched(rows, theirs)
+    _blame_unmatched(rows)
     return rows
 
 
 def _judge_forward(row, r, ref, ref64, rows, rerun):
-    noise = _noise(ref["output"], ref64 and ref64["output"])
+    noise = _noise(ref["output"], _wide(ref64, "output"))
     row.output_difference = difference(r["output"], ref["output"], noise)
-    inputs = [difference(a, b, _noise(b, ref64 and ref64["inputs"][i])) if i < len(ref["inputs"]) else None
+    inputs = [difference(a, b, _noise(b, _wide(ref64, "inputs", i))) if i < len(ref["inputs"]) else None
               for i, (a, b) in enumerate(zip(r["inputs"], ref["inputs"]))]
     row.inputs_agree = not any(inputs)
     if rerun and "function" in r:
@@ -264,18 +273,18 @@ def _judge_backward(row, r, ref, ref64, rerun):
     pairs = []
     for i, (mine, theirs) in enumerate(zip(r["grad_inputs"], ref["grad_inputs"])):
         if mine is not None and theirs is not None:
-            pairs.append((i, difference(mine, theirs, _noise(theirs, ref64 and ref64["grad_inputs"][i]))))
+            pairs.append((i, difference(mine, theirs, _noise(theirs, _wide(ref64, "grad_inputs", i)))))
     departing = _first(pairs)
     row.grad_difference = departing
     if departing is None:
         return
     if rerun and row.rerun_grads is not None:
         own = _first([(i, difference(row.rerun_grads[i], ref["grad_inputs"][i],
-                                     _noise(ref["grad_inputs"][i], ref64 and ref64["grad_inputs"][i])))
+                                     _noise(ref["grad_inputs"][i], _wide(ref64, "grad_inputs", i))))
                       for i, _ in pairs if row.rerun_grads[i] is not None])
     else:
-        upstream = difference(r["grad_output"], ref["grad_output"], _noise(ref["grad_output"], ref64 and
-                                                                             ref64["grad_output"]))
+        upstream_noise = _noise(ref["grad_output"], _wide(ref64, "grad_output"))
+        upstream = difference(r["grad_output"], ref["grad_output"], upstream_noise)
         own = departing if upstream is None and row.inputs_agree else None
     if own is not None:
         row.verdict, row.where, row.worst, row.input_position = "culprit", "backward", own[1], own[0]
@@ -283,9 +292,9 @@ def _judge_backward(row, r, ref, ref64, rerun):
         row.verdict, row.where, row.worst, row.input_position = "inherited", "backward", departing[1], departing[0]
 
 
-def _blame_unmatched(rows, theirs):
+def _blame_unmatched(rows):
     """A node with no counterpart whose output feeds a node that departs because of it is where the
     two graphs part: the culprit."""
     for row in rows:
-        if getattr(row, "blamed", False):
+        if row.blamed:
             row.verdict, row.where = "culprit", "forward (no node like it in the reference)"

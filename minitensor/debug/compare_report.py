@@ -8,6 +8,7 @@ value of the reference's.
 """
 
 import dataclasses
+import pathlib
 
 import numpy as np
 
@@ -180,8 +181,6 @@ def report(comparison):
 
 def write_repro(comparison, path):
     """The script of Comparison.repro; returns its path."""
-    import pathlib
-
     row = comparison.culprit
     if row is None or row.reference_index is None or comparison.records is None:
         raise ValueError("compare: no culprit with a counterpart in the reference to reproduce")

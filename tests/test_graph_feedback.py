@@ -183,3 +183,11 @@ def test_a_graded_copy_with_the_residual_after_the_norm_is_told_which_node(tmp_p
     assert "it reads the wrong input: its input 0 comes from node 0 (LayerNormFunction in ln1, which agrees)" in table
     assert "made at: models/transformer.py" in table
     assert not _decimal_numbers(table.split("The first node of your graph")[1]), table
+
+
+def test_a_grader_without_the_teachers_minitensor_keeps_the_tests_own_message(monkeypatch):
+    monkeypatch.setattr(_graph_feedback, "judge", None)  # as in the Gradescope bundle's grader
+    with pytest.raises(AssertionError, match="^out: the original message$"):
+        with _graph_feedback.names_the_node(PlantedStudent("residual"), graded.probe_graph, "block", 4, 2, {}, [],
+                                            None):
+            raise AssertionError("out: the original message")

@@ -22,6 +22,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from _graph_feedback import names_the_node
 from _grading import (array_of, assert_close, assert_fits_budget, assert_matches, assert_same_mask, attention,
                       best_seconds, budget, future, torch_expression, wire_seconds)
 
@@ -231,10 +232,13 @@ def probe_split_merge(x, heads):
     return {"heads": split.data, "merged": merge_heads(split).data}
 
 
-def probe_module(kind, d, heads, weights, x, upstream):
-    """A MultiHeadAttention or a pre-norm Block of the student's, with the grader's weights
-    (float64), forward on x and backward of upstream: the output, the input's and every
-    weight's gradient. Attention is the materialised one (scores, softmax, weighted sum)."""
+def _graded_model(kind, d, heads, weights, padding=None):
+    """The student's model of a model task, run on the student's side: a MultiHeadAttention ("mha")
+    or a pre-norm Block ("block") with the grader's weights (float64), the MultiHeadAttention run
+    token by token with a KVCache ("kv_cache"), or masked attention ("attention": q, k, v -> the
+    output, causal, `padding` hidden). Attention is the materialised
+    one (scores, softmax, weighted sum), so that neither task nor its backward needs the tiled
+    kernel, a later task. Returns (model, a function that undoes the swap)."""
     import numpy as np
 
     import minitensor as mt
@@ -242,33 +246,73 @@ def probe_module(kind, d, heads, weights, x, upstream):
     from models.attention import MultiHeadAttention
     from models.transformer import Block
 
+    fused = attention.scaled_dot_product_attention
+    if kind == "attention":
+        return (lambda q, k, v: fused(q, k, v, mask=padding, is_causal=True, return_weights=True)[0]), lambda: None
     mt.set_default_dtype(np.float64)
     try:
-        module = MultiHeadAttention(d, heads) if kind == "mha" else Block(d, heads)
+        module = Block(d, heads) if kind == "block" else MultiHeadAttention(d, heads)
     finally:
         mt.set_default_dtype(np.float32)
     parameters = dict(module.named_parameters())
     for name, array in weights.items():
         parameters[name].data = array.copy()
-    fused = attention.scaled_dot_product_attention
 
-    def materialised(q, k, v, mask=None, is_causal=False, scale=None, return_weights=False):
-        """Attention written out op by op (task attention_masks), so that neither this task nor
-        its backward needs the tiled kernel, a later task."""
+    # Named forward so that a node made inside it keeps its module path (attn): where a node was made
+    # is looked up through the forward methods of your code, and stops at any other function of it.
+    def forward(q, k, v, mask=None, is_causal=False, scale=None, return_weights=False):
         out, weights = fused(q, k, v, mask=mask, is_causal=is_causal, scale=scale, return_weights=True)
         return (out, weights) if return_weights else out
 
-    attention.scaled_dot_product_attention = materialised
+    attention.scaled_dot_product_attention = forward
+
+    def restore():
+        attention.scaled_dot_product_attention = fused
+
+    if kind == "kv_cache":  # the attention token by token, each step reading the cache (causal)
+        def token_by_token(x):
+            cache, steps = attention.KVCache(), []
+            for t in range(x.shape[1]):
+                steps.append(module(x[:, t : t + 1], is_causal=True, cache=cache))
+            return mt.cat(steps, axis=1)
+
+        return token_by_token, restore
+    return module, restore
+
+
+def probe_module(kind, d, heads, weights, x, upstream):
+    """A MultiHeadAttention or a pre-norm Block of the student's (_graded_model), forward on x and
+    backward of upstream: the output, the input's and every weight's gradient."""
+    import minitensor as mt
+
+    module, restore = _graded_model(kind, d, heads, weights)
     try:
         with mt.use_backend("numpy"):
             t = mt.tensor(x, requires_grad=True)
             out = module(t)
             out.backward(upstream)
     finally:
-        attention.scaled_dot_product_attention = fused
+        restore()
     answer = {"out": out.data, "dx": t.grad}
-    answer.update({f"d{name}": p.grad for name, p in parameters.items()})
+    answer.update({f"d{name}": p.grad for name, p in module.named_parameters()})
     return answer
+
+
+def probe_graph(kind, d, heads, weights, inputs, upstream, padding=None):
+    """The graph of a model task's model (_graded_model), node by node, forward on `inputs` and
+    backward of `upstream`, as plain arrays (minitensor/debug/compare_record.py). The feedback of a
+    failed model task (tests/_graph_feedback.py) runs this probe on the student's side and, in the
+    grader, on the teacher's code, and names the first node where the two depart."""
+    import minitensor as mt
+    from minitensor.debug.compare_record import plain, record
+
+    model, restore = _graded_model(kind, d, heads, weights, padding)
+    try:
+        with mt.use_backend("numpy"):
+            records = record(model, inputs, upstream)[0]
+    finally:
+        restore()
+    return plain(records)
 
 
 def probe_tiled_attention(q, k, v, mask, is_causal):
@@ -612,7 +656,10 @@ def test_masked_attention_matches_torch(student):
     reference.backward(torch.ones_like(reference))
     expected = {"out": out, "weights": weights, "dq": tensors[0].grad.numpy(), "dk": tensors[1].grad.numpy(),
                 "dv": tensors[2].grad.numpy()}
-    assert_matches(student.call(probe_masked_attention, q, k, v, padding), expected, 1e-9, 1e-11)
+    answer = student.call(probe_masked_attention, q, k, v, padding)
+    with names_the_node(student, probe_graph, "attention", 0, 0, {}, [q, k, v], generator.standard_normal(out.shape),
+                        padding):
+        assert_matches(answer, expected, 1e-9, 1e-11)
 
 
 # 10 ------------------------------------------------------------------------
@@ -652,7 +699,9 @@ def test_multihead_attention_matches_torch(student):
     out.backward(torch.from_numpy(upstream))
     expected = {"out": out.detach().numpy(), "dx": t.grad.numpy(),
                 **{f"d{k}": v for k, v in _mha_weights(theirs, "grad").items()}}
-    assert_matches(student.call(probe_module, "mha", d, heads, _mha_weights(theirs), x, upstream), expected, 1e-9, 1e-11)
+    answer = student.call(probe_module, "mha", d, heads, _mha_weights(theirs), x, upstream)
+    with names_the_node(student, probe_graph, "mha", d, heads, _mha_weights(theirs), [x], upstream):
+        assert_matches(answer, expected, 1e-9, 1e-11)
 
 
 # 11 ------------------------------------------------------------------------
@@ -692,7 +741,9 @@ def test_pre_norm_block_matches_pytorchs(student):
     out.backward(torch.from_numpy(upstream))
     expected = {"out": out.detach().numpy(), "dx": t.grad.numpy(),
                 **{f"d{k}": v for k, v in _block_weights(theirs, "grad").items()}}
-    assert_matches(student.call(probe_module, "block", d, heads, _block_weights(theirs), x, upstream), expected, 1e-9, 1e-11)
+    answer = student.call(probe_module, "block", d, heads, _block_weights(theirs), x, upstream)
+    with names_the_node(student, probe_graph, "block", d, heads, _block_weights(theirs), [x], upstream):
+        assert_matches(answer, expected, 1e-9, 1e-11)
 
 
 @task("tiled_attention")
@@ -768,7 +819,9 @@ def test_kv_cache_generation_equals_full_attention(student):
     t = torch.from_numpy(x)
     full = theirs(t, t, t, attn_mask=torch.from_numpy(future(T)), need_weights=False)[0].detach().numpy()
     answer = student.call(probe_kv_cache, d, heads, _mha_weights(theirs), x)
-    assert_close("the outputs token by token with the cache", answer.get("steps"), full, 1e-9, 1e-11)
+    with names_the_node(student, probe_graph, "kv_cache", d, heads, _mha_weights(theirs), [x],
+                        generator.standard_normal(x.shape)):
+        assert_close("the outputs token by token with the cache", answer.get("steps"), full, 1e-9, 1e-11)
     assert answer.get("length") == T, f"len(cache) after {T} tokens: yours {answer.get('length')!r}, expected {T}"
 
 

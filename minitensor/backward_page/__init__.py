@@ -3,6 +3,7 @@
     mt.viz.html(loss, "backward.html")                         # open it in any browser, from disk
     mt.viz.html(loss, "homework.html", predict=True)           # guess a gradient before it is shown
     mt.viz.html(None, "check.html", check=(fn, x))             # each node coloured by its op's gradcheck
+    mt.viz.html(None, "compare.html", compare=(model, ref, x)) # each node coloured by mt.debug.compare's verdict
 
 The page is one file: the data (JSON), the script (page.js) and the styles (page.css) are read
 here and inlined, so it needs no network, no server and no library, opens from file:// and can
@@ -23,11 +24,12 @@ from ..autograd import topological_order
 from ..tensor import Tensor
 from . import check as checking
 from . import collect
+from . import compare_mode
 
 _HERE = pathlib.Path(__file__).resolve().parent
 
 
-def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=False, tokens=None):
+def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=False, tokens=None, compare=None):
     """Run loss's backward pass (as loss.backward() would: leaves get their .grad) one node at a
     time, in mt.debug.backward_steps order, and write a page that steps through it.
 
@@ -39,6 +41,9 @@ def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=
     max_elements  arrays with more elements are summarised (norm, min, max, histogram), not embedded;
                   attention maps are stored one (batch, head) slice at a time, at any T
     tokens        the tokens of the sequence (strings), to label the query and key axes of attention
+    compare       (model, reference, *inputs): mt.debug.compare's verdict on every node of model(*inputs)
+                  (loss None): the culprit red, the nodes that only inherited its error orange, the
+                  agreeing ones green; the culprit's panel shows its worst element
     Returns the path written.
     """
     path = pathlib.Path(path)
@@ -55,6 +60,12 @@ def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=
     if check is not None:
         if not isinstance(check, (tuple, list)) or not check or not callable(check[0]):
             raise TypeError("viz.html: check must be a tuple (fn, *inputs) with fn callable, e.g. check=(f, x, w)")
+    verdicts = summary = None
+    if compare is not None:
+        if loss is not None or check is not None:
+            raise TypeError("viz.html: compare=(model, reference, *inputs) draws the model's own graph; "
+                            "pass loss=None and no check")
+        loss, verdicts, summary = compare_mode.run(compare)
     if loss is None:
         if check is None:
             raise TypeError("viz.html: give the loss tensor (or check=(fn, *inputs) to build it)")
@@ -70,6 +81,10 @@ def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=
     if checks is not None:
         for node, result in zip(topological_order(loss.grad_fn), checks):
             nodes[ids[id(node)]]["check"] = result
+    if verdicts is not None:
+        for node in topological_order(loss.grad_fn):
+            if id(node) in verdicts:
+                nodes[ids[id(node)]]["compare"] = verdicts[id(node)]
     records, received, senders, stopped = collect.steps(loss, ids, max_elements, retain_graph)
     for node_id, (grad_norm, grad, done_at) in received.items():
         nodes[node_id].update(grad_norm=grad_norm, grad=grad, done_at=done_at)
@@ -77,7 +92,8 @@ def html(loss, path, predict=False, check=None, max_elements=4096, retain_graph=
         nodes[node_id]["senders"] = sent_by
     data = {"nodes": nodes, "edges": edges, "loss": collect.encode(loss.data, max_elements), "steps": records,
             "predict": bool(predict), "checked": checks is not None, "max_elements": max_elements,
-            "tokens": None if tokens is None else [str(t) for t in tokens], "stopped": stopped}
+            "tokens": None if tokens is None else [str(t) for t in tokens], "stopped": stopped,
+            "compared": summary}
     _write_atomically(path, _page(data))
     return path
 

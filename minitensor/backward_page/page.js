@@ -539,19 +539,45 @@ function drawGraph() {
     const norm = svg("text", { x: 8, y: 53, class: "norm" });
     const mark = svg("text", { x: NODE_W - 6, y: 53, "text-anchor": "end", class: "done-mark" });
     g.append(title, second, value, norm, mark);
-    if (n.check) {
+    if (n.check || n.compare) {
       const flag = svg("text", { x: NODE_W - 6, y: 14, "text-anchor": "end", class: "flag" });
       g.append(flag);
     }
     const tip = svg("title");
     tip.textContent = [headText(n), n.module ? `module ${n.module}` : null, n.created_at,
-      n.check ? `relative error ${fmt(n.check.relative_error, 3)}` : null].filter(Boolean).join("\n");
+      n.check ? `relative error ${fmt(n.check.relative_error, 3)}` : null,
+      n.compare ? `compare: ${n.compare.verdict}` : null].filter(Boolean).join("\n");
     g.append(tip);
     g.addEventListener("click", () => { if (n.id in stepOfNode) go(stepOfNode[n.id] + 1); });
     graph.append(g);
     nodeElements[n.id] = { g, norm, mark };
   }
   if (D.checked) colourByCheck();
+  if (D.compared) colourByCompare();
+}
+
+// compare mode (mt.debug.compare): the fill is the node's verdict against the reference: the culprit
+// red (the first one outlined), the nodes that only inherited its error orange, agreeing ones green,
+// grey where the reference has no node like it; done is the ✓ and the outline, as in check mode.
+const VERDICT_CLASS = { culprit: "failed", inherited: "inherited", agrees: "passed", "no counterpart": "unchecked" };
+function colourByCompare() {
+  let first = null;
+  for (const n of D.nodes) {
+    if (n.kind !== "op" || !n.compare) continue;
+    const { g } = nodeElements[n.id];
+    g.classList.add(VERDICT_CLASS[n.compare.verdict] || "unchecked");
+    g.querySelector("text.flag").textContent = n.compare.verdict === "culprit" ? "culprit" : "";
+    if (n.compare.first) first = n;
+  }
+  if (first) nodeElements[first.id].g.classList.add("worst");
+  const banner = document.getElementById("banner");
+  banner.className = first ? "bad" : "";
+  banner.append(el("pre", { class: "compare-summary" }, D.compared),
+    first && first.id in stepOfNode ? el("button", { onclick: () => go(stepOfNode[first.id] + 1) }, "go to it") : "",
+    el("div", { class: "legend" }, "Fill: ", el("span", { class: "key failed" }), " culprit ",
+       el("span", { class: "key inherited" }), " inherited (departs only because what it received does) ",
+       el("span", { class: "key passed" }), " agrees ", el("span", { class: "key unchecked" }),
+       " no counterpart in the reference. ✓ and a dark outline: done."));
 }
 
 // check mode: the fill says the check alone (green passed, red failed, grey not checked); being
@@ -723,6 +749,13 @@ function render() {
          `  relative error ${fmt(c.relative_error, 3)}`),
       c.report ? el("div", { class: "report" }, c.report) : "");
   }
+  if (node.compare) {
+    const c = node.compare;
+    panel.append(el("h3", {}, "compared with the reference"),
+      el("div", {}, el("span", { class: c.verdict === "culprit" ? "fail" : c.verdict === "agrees" ? "pass" : "" },
+         c.verdict), c.where ? `  (${c.where})` : ""),
+      c.worst ? el("div", { class: "report" }, c.worst) : "");
+  }
   const outputKnown = known(node.id);
   if (step.attention) {
     panel.append(el("h3", {}, "attention: weights and dL/dscores, one slice at a time (× = masked)"),
@@ -823,7 +856,7 @@ document.addEventListener("keydown", (event) => {
   if (event.key in moves) { event.preventDefault(); go(moves[event.key]); }
 });
 
-if (D.checked) document.body.classList.add("check-mode");
+if (D.checked || D.compared) document.body.classList.add("check-mode");
 drawGraph();
 if (D.stopped) showStopped();
 updateScore();

@@ -8,6 +8,7 @@ first NaN, find the op whose backward is wrong.
     with mt.debug.detect_anomaly():             # names the op that made the first NaN
         loss = model(x).sum(); loss.backward()
     mt.debug.find_wrong_op(fn, x, w)            # which op's backward disagrees with finite differences
+    mt.debug.compare(model, reference, x)       # the first node that departs from a reference model
 
 Where each op was made in your code is recorded always (`mt.debug.created_at(node)`): the line
 of your code, and for an op made inside models/ (or a forward method of your own Module) also
@@ -22,11 +23,16 @@ One job a file:
     breaking.py           break_on
     anomaly.py            detect_anomaly
     op_check.py           each op checked on its own: find_wrong_op, and the backward page's check mode
+    compare.py            compare: two graphs aligned, each node judged on the reference's inputs
+    compare_record.py     one side's nodes recorded as plain arrays (the grader's worker sends them)
+    compare_report.py     the words of compare's report: Row, Comparison
 """
 
 from ..sites import created_at, leaf_labels, module_path, part_of
 from .anomaly import AnomalyError, detect_anomaly
 from .breaking import break_on, known_ops
+from .compare import compare
+from .compare_report import Comparison
 from .observer import Tool
 from .observer import engine_observer  # to put it back after autograd.set_observer(None): tests, benchmarks
 from .op_check import OpCheck, WrongOp, find_wrong_op
@@ -36,5 +42,5 @@ from .stepping import Step, backward_steps, trace
 __all__ = [
     "backward_steps", "Step", "trace", "break_on", "known_ops", "detect_anomaly", "AnomalyError",
     "find_wrong_op", "WrongOp", "OpCheck", "created_at", "module_path", "part_of", "leaf_labels",
-    "describe", "grad_norm", "shape_of", "Tool", "engine_observer",
+    "describe", "grad_norm", "shape_of", "Tool", "engine_observer", "compare", "Comparison",
 ]

@@ -121,6 +121,10 @@ NOT_IN_STUDENT_COPY = [
     "tests/test_homework_teacher.py",  # graded tests whose references state an answer (a mask's offset)
     "sitebuild/*",  # the course site's builder: runs the solved demos, reads the leak test's patterns
     "tests/test_site.py",  # builds that site
+    "tests/compare_blocks.py",  # mt.debug.compare's planted bugs: a pre-norm block written out, and backwards
+    "tests/test_compare.py",  # ... and the tests that import it
+    "tests/test_viz_compare.py",
+    "tests/test_graph_feedback.py",  # the grader's feedback: the same bugs, planted beside the right code
     "demos/figures/attention_cost.png",  # the solved demo tasks' figures: each plots the task's answer
     "demos/figures/scaling.png",
     "demos/figures/stacking.png",

@@ -121,6 +121,8 @@ NOT_IN_STUDENT_COPY = [
     "tests/test_homework_teacher.py",  # graded tests whose references state an answer (a mask's offset)
     "sitebuild/*",  # the course site's builder: runs the solved demos, reads the leak test's patterns
     "tests/test_site.py",  # builds that site
+    "tests/test_sitebuild_pages.py",  # tests that builder's pages
+    "tests/test_homework_student_guide.py",  # builds that site's students' pages, and strips a copy
     "demos/figures/attention_cost.png",  # the solved demo tasks' figures: each plots the task's answer
     "demos/figures/scaling.png",
     "demos/figures/stacking.png",

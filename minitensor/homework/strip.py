@@ -125,6 +125,8 @@ NOT_IN_STUDENT_COPY = [
     "tests/test_compare.py",  # ... and the tests that import it
     "tests/test_viz_compare.py",
     "tests/test_graph_feedback.py",  # the grader's feedback: the same bugs, planted beside the right code
+    "tests/test_sitebuild_pages.py",  # tests that builder's pages
+    "tests/test_homework_student_guide.py",  # builds that site's students' pages, and strips a copy
     "demos/figures/attention_cost.png",  # the solved demo tasks' figures: each plots the task's answer
     "demos/figures/scaling.png",
     "demos/figures/stacking.png",

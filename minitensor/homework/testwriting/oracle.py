@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-FLOOR_SECONDS = 0.002
+FLOOR_SECONDS = 0.001
 MAX_NODES = 200_000  # forward calls one run may keep for backward
 MAX_KEPT_MB = 512  # the arrays kept for backward, in all
 ERRORS = ("ValueError", "IndexError", "TypeError", "RuntimeError", "FloatingPointError", "ZeroDivisionError")

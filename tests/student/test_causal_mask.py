@@ -7,8 +7,6 @@ pytest.approx / pytest.mark.parametrize; PyTorch is not there.
 Practise: python -m minitensor.homework practice --op causal_mask
 """
 
-import numpy as np
-
 from models.attention import causal_mask
 
 # BEGIN SOLUTION tests_causal_mask

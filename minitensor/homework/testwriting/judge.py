@@ -1,10 +1,10 @@
 """Judging a student's tests for one op, as Examplar does ("Who Tests the Testers?", ICER 2018):
 the test file runs against each correct implementation (a wheat) and each buggy one (a chaff),
 each in a fresh process (runner.py): a wheat on several seeds, a chaff on the first. A test
-that fails a wheat on any seed makes the file invalid: it earns nothing, and the feedback names the test, the wheat (by its
-neutral label) and the seed, never the wheat's code. A valid file's score is the share of chaffs
-it catches (some test fails on it); when a public chaff survives, its hint says what kind of
-input would have caught it.
+that fails a wheat on any seed makes the file invalid: it earns nothing, and the feedback names
+the test, the wheat (by its neutral label) and the seed, never the wheat's code. A valid file's
+score is the share of chaffs it catches (some test fails on it); when a public chaff survives,
+its hint says what kind of input would have caught it.
 
     verdict = judge("softmax", source, new_worker, kill_all=True)
     verdict.invalid        [(test, label, seed, message)] failures on wheats

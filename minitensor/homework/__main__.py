@@ -47,7 +47,7 @@ def main(argv=None):
                                                            "implementations (test-writing tasks)")
     practice_parser.add_argument("path", nargs="?", default=".", help="your copy (default: here)")
     practice_parser.add_argument("--op", nargs="*", choices=list(TEST_WRITING.values()), metavar="OP",
-                                 help=f"the ops whose tests to run (default: all of {', '.join(TEST_WRITING.values())})")
+                                 help=f"the ops whose tests to run (default: {', '.join(TEST_WRITING.values())})")
     check_parser = commands.add_parser("check-task", help="what a task being added still lacks")
     check_parser.add_argument("name")
     rehearse_parser = commands.add_parser("rehearse", help="run an autograder zip on a submission here, as "
@@ -68,7 +68,8 @@ def main(argv=None):
             from .testwriting import practice
 
             verdicts = practice(args.path, ops=args.op)
-            return 0 if verdicts and all(v.valid and v.caught_count() == len(v.chaffs) for v in verdicts.values()) else 1
+            perfect = [v.valid and v.caught_count() == len(v.chaffs) for v in verdicts.values()]
+            return 0 if perfect and all(perfect) else 1
         if args.command == "check-task":
             text, missing = check_task.report(args.name)
             print(text)

@@ -14,8 +14,9 @@ try:  # under grade: the grader's own copy of minitensor.homework
 except ImportError:
     from minitensor.homework import testwriting
 
+task = pytest.mark.task  # (the line grade and bundle find a graded file by)
 CASES = [pytest.param(op, chaff.label, id=chaff.label.replace(" ", "-"),
-                      marks=[pytest.mark.task(testwriting.task_of(op))]
+                      marks=[task(testwriting.task_of(op))]
                       + ([pytest.mark.hidden] if chaff.kind == "hidden" else []))
          for op in testwriting.TARGETS for chaff in testwriting.implementations(op, include=("public", "hidden"))]
 

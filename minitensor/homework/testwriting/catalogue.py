@@ -10,8 +10,10 @@ try:  # the grader's side: absent from a student copy
 except ImportError:
     hidden_chaffs = wheats = None
 
-# The kinds of input a chaff may survive (its `survives`): what a hint names, and what a test of
-# the grader checks (a suite limited to some of them misses exactly the chaffs they hide).
+# The kinds of input a chaff may survive: its `survives` is a tuple of sets of these, each set a
+# combination that hides it (a suite whose inputs are all of one set cannot catch it). A hint names
+# the input that would have caught it; the grader's tests check that a suite limited to some of
+# these misses exactly the chaffs they hide.
 CONDITIONS = {
     "ones_upstream": "an all-ones upstream gradient (a plain .sum() loss, or backward() of ones)",
     "square": "square or same-shape inputs only (nothing broadcast, no transpose visible in a shape)",
@@ -28,8 +30,12 @@ class Implementation:
 
     def __init__(self, code, label, kind):
         self.code, self.label, self.kind = code, label, kind  # kind: "wheat", "public", "hidden"
-        self.survives = getattr(code, "survives", frozenset())
+        self.survives = [frozenset(combination) for combination in getattr(code, "survives", ())]
         self.hint = getattr(code, "hint", None)
+
+    def hidden_by(self, conditions):
+        """Whether a suite whose inputs are limited to `conditions` cannot catch this implementation."""
+        return any(combination <= set(conditions) for combination in self.survives)
 
     def __repr__(self):
         return f"<{self.label}>"

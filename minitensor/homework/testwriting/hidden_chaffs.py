@@ -1,6 +1,7 @@
 """Hidden chaffs: the buggy implementations that count for the grade and that students never see.
 Grader side only: `strip` leaves this file out of the student copy (strip.NOT_IN_STUDENT_COPY).
-Each has `survives`, the kinds of input that cannot tell it from a correct op (conditions.py)."""
+Each has `survives`: the inputs that cannot tell it from a correct op, each set a combination of
+catalogue.CONDITIONS (all of them together hide it)."""
 
 import numpy as np
 
@@ -11,7 +12,7 @@ class MatMulUpstreamTransposed:
     """dA = grad^T B^T and dB = A^T grad^T: the transposes put on the upstream gradient."""
 
     op = "matmul"
-    survives = frozenset({"ones_upstream", "square"})
+    survives = ({"ones_upstream", "square"},)
     forward = MatMulPlain.forward
 
     @staticmethod
@@ -22,7 +23,7 @@ class MatMulUpstreamTransposed:
 
 class MatMulUpstreamIgnored:
     op = "matmul"
-    survives = frozenset({"ones_upstream"})
+    survives = ({"ones_upstream"},)
     forward = MatMulPlain.forward
 
     @staticmethod
@@ -35,7 +36,7 @@ class MatMulRightOnlyOnFirstCall:
     """Keeps B from the first call (a 'cache' of the weight) and uses it in every later backward."""
 
     op = "matmul"
-    survives = frozenset({"one_call"})
+    survives = ({"one_call"},)
     forward = MatMulPlain.forward
 
     @staticmethod
@@ -49,7 +50,7 @@ class SoftmaxNoSubtraction:
     """dx = y * grad: the sum over the row left out."""
 
     op = "softmax"
-    survives = frozenset()
+    survives = ()
     forward = SoftmaxShifted.forward
 
     @staticmethod
@@ -60,7 +61,7 @@ class SoftmaxNoSubtraction:
 
 class SoftmaxUpstreamIgnored:
     op = "softmax"
-    survives = frozenset({"ones_upstream"})
+    survives = ({"ones_upstream"},)
     forward = SoftmaxShifted.forward
 
     @staticmethod
@@ -70,7 +71,7 @@ class SoftmaxUpstreamIgnored:
 
 class SoftmaxDtypeLost:
     op = "softmax"
-    survives = frozenset({"float64"})
+    survives = ({"float64"},)
 
     @staticmethod
     def forward(ctx, x, axis=-1, mask=None):
@@ -83,7 +84,7 @@ class LayerNormNoMean:
     """dx without the term that comes from the mean depending on every x of the row."""
 
     op = "layer_norm"
-    survives = frozenset()
+    survives = ()
     forward = LayerNormFused.forward
 
     @staticmethod
@@ -101,7 +102,7 @@ class LayerNormWeightGradWithoutUpstream:
     """dweight = sum of x_hat over the rows: the upstream gradient left out of the weight's gradient."""
 
     op = "layer_norm"
-    survives = frozenset({"ones_upstream"})
+    survives = ({"ones_upstream"},)
     forward = LayerNormFused.forward
 
     @staticmethod
@@ -116,7 +117,7 @@ class LayerNormWeightGradWithoutUpstream:
 
 class IndexUpstreamIgnored:
     op = "index"
-    survives = frozenset({"ones_upstream"})
+    survives = ({"ones_upstream"},)
 
     @staticmethod
     def forward(ctx, x, index):
@@ -134,7 +135,7 @@ class CausalMaskOffByOne:
     """Lets each query see one key past itself."""
 
     op = "causal_mask"
-    survives = frozenset({"T=1"})
+    survives = ({"T=1"},)
 
     @staticmethod
     def call(ctx, T, S=None):
@@ -146,7 +147,7 @@ class CausalMaskIgnoresS:
     """Builds the (T, T) mask of training whatever S is (the queries of a KV cache misplaced)."""
 
     op = "causal_mask"
-    survives = frozenset({"square"})
+    survives = ({"square"},)
 
     @staticmethod
     def call(ctx, T, S=None):

@@ -1,7 +1,7 @@
 """Public chaffs: buggy implementations students practise on (`python -m minitensor.homework
 practice`), shipped in the student copy. Each is a mistake students make in a backward pass, on an
-op whose derivative is no homework answer (Add, Index), with `survives` (the kinds of input that
-cannot tell it from a correct op, conditions.py) and `hint` (what the grader says when a student's
+op whose derivative is no homework answer (Add, Index), with `survives` (the inputs that cannot
+tell it from a correct op: each set a combination of catalogue.CONDITIONS) and `hint` (what the grader says when a student's
 tests let it pass: the input that would have caught it, never the bug)."""
 
 import numpy as np
@@ -11,7 +11,7 @@ class AddUpstreamIgnored:
     """The upstream gradient is not multiplied in: each input gets ones."""
 
     op = "add"
-    survives = frozenset({"ones_upstream"})
+    survives = ({"ones_upstream"},)
     hint = ("an upstream gradient that is not all ones: call y.backward(dy) with a random dy of y's shape, "
             "or take a loss such as (y * w).sum() with random w")
 
@@ -29,7 +29,7 @@ class AddNoUnbroadcast:
     the axes broadcasting stretched."""
 
     op = "add"
-    survives = frozenset({"square"})
+    survives = ({"square"},)
     hint = ("operands of different shapes that broadcast, such as a (3, 4) plus a (4,), or a (3, 1) plus a "
             "(1, 4): check both gradients")
 
@@ -54,7 +54,7 @@ class AddDtypeLost:
     """Computes in float64 and hands float64 back for float32 inputs."""
 
     op = "add"
-    survives = frozenset({"float64"})
+    survives = ({"float64"},)
     hint = "float32 inputs, with a check of the output's dtype (float32 in, float32 out, as NumPy and PyTorch)"
 
     @staticmethod
@@ -70,7 +70,7 @@ class AddRightOnlyOnFirstCall:
     """Keeps the first backward's gradient and hands it out again on every later call."""
 
     op = "add"
-    survives = frozenset({"one_call"})
+    survives = ({"one_call"}, {"ones_upstream"})
     hint = ("two backward passes in one test, with different upstream gradients (or a second graph built "
             "after the first): each must give its own gradients")
 
@@ -88,7 +88,7 @@ class IndexOverwrites:
     """Scatters with an assignment, so a position the index names twice keeps one gradient, not the sum."""
 
     op = "index"
-    survives = frozenset({"distinct_indices"})
+    survives = ({"distinct_indices"},)
     hint = "an index that names one position twice, such as x[[0, 2, 0]]: both picks must reach x.grad"
 
     @staticmethod

@@ -1,8 +1,8 @@
 """Public chaffs: buggy implementations students practise on (`python -m minitensor.homework
 practice`), shipped in the student copy. Each is a mistake students make in a backward pass, on an
 op whose derivative is no homework answer (Add, Index), with `survives` (the inputs that cannot
-tell it from a correct op: each set a combination of catalogue.CONDITIONS) and `hint` (what the grader says when a student's
-tests let it pass: the input that would have caught it, never the bug)."""
+tell it from a correct op: each set a combination of catalogue.CONDITIONS) and `hint` (what the
+grader says when a student's tests let it pass: the input that would have caught it, never the bug)."""
 
 import numpy as np
 

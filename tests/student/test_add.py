@@ -26,13 +26,13 @@ def test_float32_stays_float32():
     a = mt.tensor(np.random.randn(2, 3).astype(np.float32), requires_grad=True)
     b = mt.tensor(np.random.randn(3).astype(np.float32), requires_grad=True)
     y = a + b
-    assert y.dtype == np.float32
+    assert y.dtype == np.float32, "float32 in, float32 out"
     y.backward(np.ones((2, 3), np.float32))
     assert a.grad.dtype == np.float32 and b.grad.dtype == np.float32
 
 
 def test_each_backward_uses_its_own_upstream_gradient():
-    for _ in range(2):
+    for call in range(2):  # each backward pass must use its own upstream gradient
         a = mt.tensor(np.random.randn(2, 3), requires_grad=True)
         b = mt.tensor(np.random.randn(2, 3), requires_grad=True)
         dy = np.random.randn(2, 3)

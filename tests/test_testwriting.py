@@ -13,6 +13,7 @@ import pathlib
 import subprocess
 import sys
 import textwrap
+import zipfile
 import time
 
 import numpy as np
@@ -20,6 +21,7 @@ import pytest
 
 from minitensor import homework
 from minitensor.homework import testwriting
+from minitensor.homework.bundle import rehearse
 from minitensor.homework.sandbox import Sandbox
 from minitensor.homework.testwriting.oracle import FLOOR_SECONDS, Oracle, decode_index
 
@@ -357,3 +359,35 @@ def test_the_copy_has_starters_and_no_wheat_or_hidden_chaff_and_practice_runs_th
     assert "add: caught 1 of 4 buggy implementations (1 of the 4 public ones)" in run.stdout, run.stdout + run.stderr
     assert "an input that would catch it: an upstream gradient that is not all ones" in run.stdout
     assert os.path.exists(copy / "tests" / "student" / "test_softmax.py")
+
+
+INDEX_WITH_ONES = """
+import numpy as np
+import minitensor as mt
+
+
+def test_a_repeated_index_adds_its_gradients():
+    x = mt.tensor(np.random.randn(3, 4), requires_grad=True)
+    x[[0, 2, 0]].sum().backward()
+    expected = np.zeros((3, 4))
+    expected[0], expected[2] = 2, 1
+    np.testing.assert_allclose(x.grad, expected)
+"""
+
+
+def test_the_gradescope_autograder_grades_a_students_tests_and_hides_the_hidden_chaffs(tmp_path, worker_python):
+    keep = ["topological_order", "elementwise_backward", "unbroadcast", "reductions", "gradcheck_central_difference"]
+    copy = homework.strip(tmp_path / "student", keep=keep)
+    (copy / "tests" / "student" / "test_index.py").write_text(INDEX_WITH_ONES)
+    archive = homework.bundle(tmp_path / "autograder.zip", tasks=["tests_index"])
+    with zipfile.ZipFile(archive) as zipped:
+        names = set(zipped.namelist())
+    assert {"tests/test_testwriting_graded.py", "grader/minitensor_grader/testwriting/hidden_chaffs.py",
+            "grader/minitensor_grader/testwriting/wheats.py"} <= names  # the grader's side holds them
+    document = rehearse(archive, copy, python=worker_python)
+    (public,) = [test for test in document["tests"] if "[index-public-buggy-implementation-1]" in test["name"]]
+    (hidden,) = [test for test in document["tests"] if "[index-hidden-buggy-implementation-1]" in test["name"]]
+    assert public["name"].startswith("tests_index: ") and hidden["name"].endswith(" (hidden)"), document["tests"]
+    assert public["score"] == public["max_score"] == 5 and public["visibility"] == "visible"
+    assert hidden["score"] == 0 and hidden["visibility"] == "after_published" and "hidden test" in hidden["output"]
+    assert document["score"] == 5 and "ones" not in document["output"]  # a hidden chaff's hint is never shown

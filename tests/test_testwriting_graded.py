@@ -15,7 +15,7 @@ except ImportError:
     from minitensor.homework import testwriting
 
 task = pytest.mark.task  # (the line grade and bundle find a graded file by)
-CASES = [pytest.param(op, chaff.label, id=chaff.label.replace(" ", "-"),
+CASES = [pytest.param(op, chaff.label, id=f"{op}-{chaff.label}".replace(" ", "-"),
                       marks=[task(testwriting.task_of(op))]
                       + ([pytest.mark.hidden] if chaff.kind == "hidden" else []))
          for op in testwriting.TARGETS for chaff in testwriting.implementations(op, include=("public", "hidden"))]

@@ -140,7 +140,7 @@ def written_tests(request):
     tests/student/test_<op>.py, judged against the op's wheats and chaffs in fresh workers of the
     sandbox, within this test's time limit. A test-writing task's graded tests each read one chaff
     of it."""
-    from .testwriting import judge, task_of, test_file
+    from .testwriting import Verdict, implementations, judge, task_of, test_file
 
     def verdict(op):
         if op not in _verdicts:
@@ -154,8 +154,13 @@ def written_tests(request):
             path = os.path.join(STUDENT_TESTS or "", os.path.basename(test_file(op)))
             source = open(path, encoding="utf-8", errors="replace").read() if os.path.isfile(path) else ""
             kill_all = sandbox.level == "bubblewrap" or sandbox.uid is not None
-            _verdicts[op] = judge(op, source, lambda: sandbox.worker(task_of(op), log=LOG), kill_all,
-                                  budget=TIMEOUT - 2)
+            try:
+                _verdicts[op] = judge(op, source, lambda: sandbox.worker(task_of(op), log=LOG), kill_all,
+                                      budget=TIMEOUT - 2)
+            except WorkerTimedOut:  # the grader's own limit: the op's other tests must not judge it again
+                _verdicts[op] = Verdict(op, [i for i in implementations(op) if i.kind != "wheat"])
+                _verdicts[op].too_slow = f"judging your tests took more than the {TIMEOUT:g} s a test may take"
+                raise
         return _verdicts[op]
 
     return verdict

@@ -268,6 +268,41 @@ def test_zz_erase_the_failures():
     for entry in frame.f_locals["results"]:
         entry["passed"] = True
 """,
+    "leaves a note for the next run": """
+        import os
+        import socket
+        import subprocess
+        import sys
+        import tempfile
+        import time
+
+        NOTE = "note-from-an-earlier-run"
+
+        def test_no_earlier_run_left_anything():  # were a run to see one, the order of runs would be known
+            import builtins
+            if getattr(builtins, "seen_in_this_run", False):  # a later seed of this same run
+                return
+            builtins.seen_in_this_run = True
+            places = [os.path.expanduser("~"), tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"]
+            assert not [place for place in places if os.path.exists(os.path.join(place, NOTE))]
+            probe = socket.socket(socket.AF_UNIX)
+            try:
+                probe.connect(chr(0) + NOTE)
+                raise AssertionError("a process an earlier run started is still alive")
+            except (ConnectionRefusedError, FileNotFoundError):
+                pass
+            finally:
+                probe.close()
+            for place in places:
+                try:
+                    with open(os.path.join(place, NOTE), "w") as note:
+                        note.write("seen")
+                except OSError:
+                    pass
+            listen = "import socket, time; s = socket.socket(socket.AF_UNIX); s.bind(chr(0) + %r); s.listen(); time.sleep(600)"
+            subprocess.Popen([sys.executable, "-c", listen % NOTE], start_new_session=True)
+            time.sleep(0.3)
+    """,
     "ends the process": """
         import os
 
@@ -279,6 +314,9 @@ def test_zz_erase_the_failures():
 
 @pytest.mark.parametrize("cheat", sorted(CHEATS))
 def test_a_cheat_does_no_better_than_an_honest_suite(sandbox, cheat):
+    if cheat == "leaves a note for the next run" and not (sandbox.level == "bubblewrap" or sandbox.uid is not None):
+        pytest.skip("a run can kill what it started and empty the shared folders only with a user or PID namespace "
+                    "of its own (bubblewrap, or a grader running as root)")
     verdict = judged(sandbox, "add", CHEATS[cheat])
     assert verdict.caught_count() == 0, (cheat, verdict.summary())  # the honest suite catches all 4 (below)
     if cheat == "ends the process":

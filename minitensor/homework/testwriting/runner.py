@@ -36,6 +36,7 @@ def run_once(source, module_name, target, seeds, kill_all):
         os.close(read_end)
         try:
             os.setpgid(0, 0)
+            _not_traceable(False)  # the child is an ordinary process again (its /proc entries its own)
             sys.meta_path.insert(0, _CompiledFinder(compiled))
             data = json.dumps(_run_tests(source, module_name, target, seeds)).encode()
         except BaseException as error:  # noqa: BLE001 (whatever ends the run is its result)
@@ -122,13 +123,13 @@ class _CompiledLoader(importlib.machinery.SourceFileLoader):
         return self.code
 
 
-def _not_traceable():
+def _not_traceable(yes=True):
     """No process of the worker's user may read or write this one's memory (PR_SET_DUMPABLE 0),
     so a run cannot leave a note in the template for the next run's child."""
     import ctypes
 
     try:
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+        ctypes.CDLL(None).prctl(4, 0 if yes else 1, 0, 0, 0)
     except (OSError, AttributeError):
         pass
 
@@ -146,13 +147,19 @@ def _clean_up(child, kill_all):
     for folder in {os.environ.get("HOME"), os.environ.get("TMPDIR"), os.environ.get("NUMBA_CACHE_DIR")}:
         if folder and os.path.isdir(folder):
             _empty(folder)
+    if kill_all:  # and what it left in the shared temporary folders (the user is the worker's alone)
+        for folder in ("/tmp", "/var/tmp", "/dev/shm"):
+            if os.path.isdir(folder):
+                _empty(folder, owner=os.getuid())
 
 
-def _empty(folder):
+def _empty(folder, owner=None):
     import shutil
 
     for entry in os.scandir(folder):
         try:
+            if owner is not None and entry.stat(follow_symlinks=False).st_uid != owner:
+                continue
             if entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path, ignore_errors=True)
             else:

@@ -37,6 +37,13 @@ if not os.environ.get("MINITENSOR_GRADER"):  # under `grade`, the grader's plugi
 
         return InProcessStudent()
 
+    @pytest.fixture
+    def written_tests():
+        """The test-writing tasks' verdicts need the grader's sandbox (run a student's tests in fresh
+        workers against implementations the grader holds): tests/test_testwriting.py grades the
+        reference suites through `grade`; here their graded tests are skipped."""
+        pytest.skip("a test-writing task is judged under `grade` (tests/test_testwriting.py runs it)")
+
 
 CHROMIUM = "/usr/bin/chromium"
 INSTALL = ("the browser tests need Debian's Chromium and Playwright: apt-get install -y chromium; "

@@ -19,8 +19,10 @@ import zipfile
 import pytest
 
 from minitensor import homework
+from minitensor.homework import testwriting
 from minitensor.homework.grade import result_summary
 from minitensor.homework.strip import copy_environment
+from minitensor.homework.tasks import TEST_WRITING
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -61,8 +63,12 @@ def test_every_task_is_marked_in_the_code_and_has_tests():
     assert set(marked) == set(homework.TASK_NAMES) and len(homework.TASKS) >= 18
     tests = (ROOT / "tests" / "test_homework_tasks.py").read_text()
     assert len([name for name in homework.TASK_NAMES if name.startswith("demo_")]) >= 6
+    graded_tests_of_tests = (ROOT / "tests" / "test_testwriting_graded.py").read_text()
     for name in homework.TASK_NAMES:
-        assert f'@task("{name}")' in tests, name
+        if name in TEST_WRITING:  # graded by the chaffs the student's tests catch (one test per chaff)
+            assert "testwriting.task_of(op)" in graded_tests_of_tests and TEST_WRITING[name] in testwriting.TARGETS
+        else:
+            assert f'@task("{name}")' in tests, name
 
 
 def test_hints_say_what_to_derive_not_the_result():

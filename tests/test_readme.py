@@ -57,6 +57,8 @@ ELSEWHERE = {  # run by another test, or on Gradescope
         "tests/test_homework_isolation.py::test_rehearse_runs_the_autograder_as_gradescope_would",
     "bash /autograder/source/run_autograder": "runs on Gradescope; tests/test_homework.py runs the bundle's run_autograder",
     "cat /autograder/results/results.json": "on Gradescope",
+    "python -m minitensor.homework practice --op add":
+        "tests/test_testwriting.py::test_the_copy_has_starters_and_no_wheat_or_hidden_chaff_and_practice_runs_there",
 }
 
 

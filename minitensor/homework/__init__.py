@@ -5,6 +5,7 @@
     python -m minitensor.homework grade PATH --task softmax_backward -v     # one task, with its feedback
     python -m minitensor.homework grade PATH --extra hidden/ --gradescope results.json --timeout 60
     python -m minitensor.homework bundle autograder.zip --tasks softmax_backward layer_norm_backward
+    python -m minitensor.homework practice [PATH] [--op softmax]  # a student's tests/student/ vs the public chaffs
 
 Solution regions are marked in the code with a task name from TASKS, as comment lines
 
@@ -20,6 +21,8 @@ names that raise. It copies only the files git tracks.
 each test calls the student's code through the `student` fixture (student.py), which runs a
 small probe in a worker process of the task's own (sandbox.py, worker.py) and gets plain arrays
 back; the test compares them with its reference (PyTorch, or a measurement) in the grader.
+A test-writing task (testwriting/) grades the student's own tests/student/test_<op>.py by the
+buggy implementations of the op it catches among correct ones it must all pass (Examplar).
 `bundle` (bundle.py) writes the Gradescope autograder: setup.sh, run_autograder, the grader and
 the tests.
 

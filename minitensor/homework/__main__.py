@@ -9,7 +9,7 @@ from .bundle import bundle, rehearse
 from .grade import grade
 from .isolation import LEVELS
 from .strip import strip
-from .tasks import TASKS, HomeworkError
+from .tasks import TASKS, TEST_WRITING, HomeworkError
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
@@ -43,6 +43,11 @@ def main(argv=None):
     bundle_parser.add_argument("--timeout", type=float, default=60.0, help="seconds per test (default 60)")
     bundle_parser.add_argument("--isolation", choices=LEVELS, default="landlock",
                                help="the weakest isolation the autograder accepts (default landlock)")
+    practice_parser = commands.add_parser("practice", help="run your tests/student/ against the public buggy "
+                                                           "implementations (test-writing tasks)")
+    practice_parser.add_argument("path", nargs="?", default=".", help="your copy (default: here)")
+    practice_parser.add_argument("--op", nargs="*", choices=list(TEST_WRITING.values()), metavar="OP",
+                                 help=f"the ops whose tests to run (default: {', '.join(TEST_WRITING.values())})")
     check_parser = commands.add_parser("check-task", help="what a task being added still lacks")
     check_parser.add_argument("name")
     rehearse_parser = commands.add_parser("rehearse", help="run an autograder zip on a submission here, as "
@@ -59,6 +64,12 @@ def main(argv=None):
             out = strip(args.out, keep=args.keep, manifest=args.manifest)
             print(f"student copy written to {out}: {len(TASKS) - len(args.keep)} tasks to do")
             return 0
+        if args.command == "practice":
+            from .testwriting import practice
+
+            verdicts = practice(args.path, ops=args.op)
+            perfect = [v.valid and v.caught_count() == len(v.chaffs) for v in verdicts.values()]
+            return 0 if perfect and all(perfect) else 1
         if args.command == "check-task":
             text, missing = check_task.report(args.name)
             print(text)

@@ -58,7 +58,8 @@ def pytest_ini(tests):
             ini.read(source)
     section = (ini["tool:pytest"] if ini.has_section("tool:pytest")
                else (ini["pytest"] if ini.has_section("pytest") else {}))
-    lines = ["[pytest]", "markers =", "    task(name): the homework task a test grades"]
+    lines = ["[pytest]", "markers =", "    task(name): the homework task a test grades",
+             "    hidden: a hidden test in the public folder (a test-writing task's hidden chaff)"]
     if "filterwarnings" in section:
         lines += ["filterwarnings ="] + [f"    {line.strip()}"
                                          for line in section["filterwarnings"].strip().splitlines()]
@@ -141,6 +142,7 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, isol
         scratch = pathlib.Path(scratch)
         try:
             copy_submission(copy, scratch / "copy", PACKAGES)
+            student_tests = _copy_student_tests(pathlib.Path(copy), scratch / "student-tests")
         except HomeworkError as error:
             return {"error": f"the submission was refused: {error}", "tests": {}}
         copy = scratch / "copy"
@@ -159,7 +161,7 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, isol
                    MINITENSOR_GRADER_RESULTS=str(results_file), MINITENSOR_GRADER_TASKS=",".join(tasks),
                    MINITENSOR_GRADER_TIMEOUT=str(timeout), MINITENSOR_GRADER_COPY=str(copy),
                    MINITENSOR_GRADER_PYTHON=python, MINITENSOR_GRADER_LOG=str(scratch / "workers.log"),
-                   MINITENSOR_GRADER_ISOLATION=isolation_at_least,
+                   MINITENSOR_GRADER_ISOLATION=isolation_at_least, MINITENSOR_GRADER_STUDENT_TESTS=str(student_tests),
                    MINITENSOR_GRADER_SENSITIVE=os.pathsep.join(_sensitive(tests, extra)))
         if os.environ.get("MINITENSOR_ISOLATION_ONLY"):
             env["MINITENSOR_ISOLATION_ONLY"] = os.environ["MINITENSOR_ISOLATION_ONLY"]
@@ -188,8 +190,25 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, isol
         if results.get("error"):  # the grader could not fence the workers in: nothing was graded
             raise HomeworkError(f"grade: {results['error']}")
     for nodeid, entry in results["tests"].items():
-        entry["hidden"] = nodeid.startswith("hidden/")
+        entry["hidden"] = bool(entry.get("hidden")) or nodeid.startswith("hidden/")
     return results
+
+
+def _copy_student_tests(copy, target):
+    """The submission's tests/student/ (the test-writing tasks' files), copied as its packages are
+    (never followed); returns the folder that holds them (empty when there are none)."""
+    import stat
+
+    tests = copy / "tests"
+    try:
+        info = os.lstat(tests)
+    except FileNotFoundError:
+        target.mkdir()
+        return target / "student"
+    if not stat.S_ISDIR(info.st_mode):
+        raise HomeworkError("the submission's tests is not a folder (a link or a file): hand in the folder itself")
+    copy_submission(tests, target, ["student"])
+    return target / "student"
 
 
 def _rows(results, names):

@@ -17,7 +17,8 @@ MINITENSOR_GRADER_TASKS (comma-separated, in course order; empty: all),
 MINITENSOR_GRADER_TIMEOUT (seconds per test), MINITENSOR_GRADER_COPY (the copy's folder),
 MINITENSOR_GRADER_PYTHON (the interpreter workers run), MINITENSOR_GRADER_LOG (the workers' output),
 MINITENSOR_GRADER_ISOLATION (the weakest isolation level accepted), MINITENSOR_GRADER_SENSITIVE (paths
-no worker may read, os.pathsep-separated). The results file also says
+no worker may read, os.pathsep-separated), MINITENSOR_GRADER_STUDENT_TESTS (the submission's
+tests/student/, copied: the test-writing tasks' files). The results file also says
 which level the workers ran at ("isolation") and the grader's own peak memory ("grader_max_rss_mb").
 A test's clock starts when its worker is ready (its start-up is not the student's time).
 """
@@ -44,6 +45,7 @@ PYTHON = os.environ.get("MINITENSOR_GRADER_PYTHON")
 LOG = os.environ.get("MINITENSOR_GRADER_LOG")
 ISOLATION = os.environ.get("MINITENSOR_GRADER_ISOLATION", "none")
 SENSITIVE = [path for path in os.environ.get("MINITENSOR_GRADER_SENSITIVE", "").split(os.pathsep) if path]
+STUDENT_TESTS = os.environ.get("MINITENSOR_GRADER_STUDENT_TESTS")
 _tests, _collect_errors, _session = {}, [], {"isolation": None, "error": None}
 become_subreaper()
 
@@ -54,7 +56,8 @@ def _task_of(item):
 
 
 def _hidden(item):
-    return item.nodeid.startswith("hidden/")
+    """A test of the hidden folder, or one marked hidden (a hidden chaff of a test-writing task)."""
+    return item.nodeid.startswith("hidden/") or item.get_closest_marker("hidden") is not None
 
 
 def pytest_collection_modifyitems(config, items):
@@ -65,7 +68,7 @@ def pytest_collection_modifyitems(config, items):
             dropped.append(item)
         else:
             _tests[item.nodeid] = {"task": task, "outcome": "failed", "message": "did not run", "blocked_by": None,
-                                   "seconds": 0.0}
+                                   "seconds": 0.0, "hidden": _hidden(item)}
             kept.append(item)
     order = {task: number for number, task in enumerate(ONLY)}
     kept.sort(key=lambda item: (_hidden(item), order.get(_task_of(item), len(order))))  # stable within a task
@@ -89,11 +92,14 @@ class _Workers:
         key = (_task_of(item), _hidden(item))
         if key != self.key:
             self.stop()
-            if self.sandbox is None:
-                self.sandbox = Sandbox(COPY, python=PYTHON, isolation_at_least=ISOLATION, sensitive=SENSITIVE)
-                _session["isolation"] = self.sandbox.level
-            self.key, self.worker = key, self.sandbox.worker(key[0], log=LOG)
+            self.key, self.worker = key, self.made_sandbox().worker(key[0], log=LOG)
         return self.worker
+
+    def made_sandbox(self):
+        if self.sandbox is None:
+            self.sandbox = Sandbox(COPY, python=PYTHON, isolation_at_least=ISOLATION, sensitive=SENSITIVE)
+            _session["isolation"] = self.sandbox.level
+        return self.sandbox
 
     def stop(self):
         if self.worker is not None:
@@ -123,6 +129,41 @@ def student(request):
     if worker.process is None:
         worker.start()
     return WorkerStudent(worker, deadline=time.monotonic() + TIMEOUT)
+
+
+_verdicts = {}  # op: the judge's verdict on the student's tests for it, made once for all its chaffs' tests
+
+
+@pytest.fixture
+def written_tests(request):
+    """`written_tests(op)`: the verdict (testwriting/judge.py) on the submission's
+    tests/student/test_<op>.py, judged against the op's wheats and chaffs in fresh workers of the
+    sandbox, within this test's time limit. A test-writing task's graded tests each read one chaff
+    of it."""
+    from .testwriting import Verdict, implementations, judge, task_of, test_file
+
+    def verdict(op):
+        if op not in _verdicts:
+            _workers.stop()
+            try:
+                sandbox = _workers.made_sandbox()
+            except IsolationError as error:
+                _session["error"] = str(error)
+                request.session.shouldstop = str(error)
+                raise
+            path = os.path.join(STUDENT_TESTS or "", os.path.basename(test_file(op)))
+            source = open(path, encoding="utf-8", errors="replace").read() if os.path.isfile(path) else ""
+            kill_all = sandbox.level == "bubblewrap" or sandbox.uid is not None
+            try:
+                _verdicts[op] = judge(op, source, lambda: sandbox.worker(task_of(op), log=LOG), kill_all,
+                                      budget=TIMEOUT - 2)
+            except WorkerTimedOut:  # the grader's own limit: the op's other tests must not judge it again
+                _verdicts[op] = Verdict(op, [i for i in implementations(op) if i.kind != "wheat"])
+                _verdicts[op].too_slow = f"judging your tests took more than the {TIMEOUT:g} s a test may take"
+                raise
+        return _verdicts[op]
+
+    return verdict
 
 
 def _on_alarm(signum, frame):

@@ -272,11 +272,13 @@ class Worker:
                                              writable=[self.sandbox.cache])
             isolation.apply_landlock(rules, isolation.landlock_abi())
 
-    def start(self, memory_mb=None):
+    def start(self, memory_mb=None, import_copy=True):
         """Start the worker and wait (up to START_SECONDS, not counted in any test) until it says
         it is ready: Python, NumPy and the copy's packages imported. With memory_mb, the worker
         limits its own address space to what it holds then plus that (and a small allowance for
-        the copy's import), before the copy's code runs: a worker for one call (`call(last=True)`)."""
+        the copy's import), before the copy's code runs: a worker for one call (`call(last=True)`).
+        With import_copy=False the worker imports nothing of the copy before it is ready (a worker
+        whose probe forks a fresh process per run, testwriting/runner.py)."""
         answers_read, answers_write = os.pipe()
         arguments = [str(self.sandbox.worker_file), str(self.sandbox.code), self.task, str(answers_write),
                      str(self.sandbox.site)]
@@ -290,7 +292,8 @@ class Worker:
         nonce = secrets.token_hex(16)
         deadline = time.monotonic() + START_SECONDS
         try:
-            self._send({"nonce": nonce, **({"memory_mb": float(memory_mb)} if memory_mb is not None else {})})
+            self._send({"nonce": nonce, **({"memory_mb": float(memory_mb)} if memory_mb is not None else {}),
+                        **({} if import_copy else {"import_copy": False})})
             ready = None
             while not (type(ready) is dict and ready.get("ready") == nonce):  # frames written ahead are passed over
                 ready = self._next_frame(deadline)
@@ -316,9 +319,10 @@ class Worker:
             raise WorkerDied(f"the answer was {length} bytes, over the limit of {MAX_MESSAGE}")
         return decode(self._read(length, deadline))
 
-    def call(self, source, name, args=(), kwargs=None, seconds=60.0, last=False):
+    def call(self, source, name, args=(), kwargs=None, seconds=60.0, last=False, answer_asks=None):
         """What the probe `name` (defined in `source`) returns on the student's code (with last,
-        the worker ends after answering)."""
+        the worker ends after answering). With answer_asks, the probe may ask the grader questions
+        during the call (`ask_grader` in worker.py): each is answered with answer_asks(question)."""
         if self.process is None or self.process.poll() is not None:
             self.start()
         nonce = secrets.token_hex(16)
@@ -329,6 +333,10 @@ class Worker:
             answer = None
             while not (type(answer) is dict and answer.get("nonce") == nonce):  # frames written ahead are passed over
                 answer = self._next_frame(deadline)
+                if answer_asks is not None and type(answer) is dict and set(answer) == {"nonce", "ask"} \
+                        and answer["nonce"] == nonce:
+                    self._send(answer_asks(answer["ask"]))
+                    answer = None
         except WorkerTimedOut:
             self.stop()
             raise

@@ -11,9 +11,9 @@ import subprocess
 import sys
 import tempfile
 
-from .tasks import HINTS, TASK_NAMES, HomeworkError, check_task_names
+from .tasks import HINTS, TASK_NAMES, TEST_WRITING, HomeworkError, check_task_names
 
-MARKED_FOLDERS = ("minitensor", "models", "demos")
+MARKED_FOLDERS = ("minitensor", "models", "demos", "tests/student")  # tests/student: the test-writing tasks' files
 BEGIN = re.compile(r"^(?P<indent>\s*)# BEGIN SOLUTION(?: (?P<task>\S+))?\s*$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")
 GRADER = "minitensor/homework/"  # the grader itself: its docstrings show the markers, it holds no region
@@ -59,6 +59,8 @@ def _stub(task, indent, body):
     module level (a fast kernel, its wrapper, a kernel's source): the functions it defined, each
     raising, and nothing else."""
     hint = HINTS[task]
+    if task in TEST_WRITING:  # the student's tests go here: the copy has none of the teacher's
+        return [f"{indent}# Task {task}: {hint}\n"]
     if not any(line.strip() and not line.strip().startswith("#") for line in body):  # a derivation in comments
         return [f"{indent}# Task {task}: (a derivation was here; it goes with the task)\n"]
     if indent:
@@ -119,6 +121,10 @@ NOT_IN_STUDENT_COPY = [
     "tests/test_homework_leaks.py",  # the leak test: its patterns spell out the answers it looks for
     "tests/test_homework.py",  # the round itself: strips and grades whole copies, plants cheats
     "tests/test_homework_teacher.py",  # graded tests whose references state an answer (a mask's offset)
+    "minitensor/homework/testwriting/wheats.py",  # correct ops of the test-writing tasks: backward answers
+    "minitensor/homework/testwriting/hidden_chaffs.py",  # the buggy ops that grade them, never shown
+    "tests/test_testwriting_graded.py",  # grades tests/student/ (students practise with `practice` instead)
+    "tests/test_testwriting.py",  # plants cheats against the hidden chaffs
     "sitebuild/*",  # the course site's builder: runs the solved demos, reads the leak test's patterns
     "tests/test_site.py",  # builds that site
     "tests/compare_blocks.py",  # mt.debug.compare's planted bugs: a pre-norm block written out, and backwards
@@ -176,7 +182,8 @@ def strip(out, root=None, keep=(), manifest=None):
         raise HomeworkError(f"strip: {out} exists and is not an empty folder; choose a new folder for the copy")
     files = _files_to_copy(root, manifest)
     sources = {name: (root / name).read_text() for name in files
-               if name.endswith(".py") and name.split("/")[0] in MARKED_FOLDERS and not name.startswith(GRADER)}
+               if name.endswith(".py") and name.startswith(tuple(f"{folder}/" for folder in MARKED_FOLDERS))
+               and not name.startswith(GRADER)}
     stripped = {name: strip_source(text, keep, where=name) for name, text in sources.items()
                 if "BEGIN SOLUTION" in text}
     for name in files:  # every region is checked before anything is written

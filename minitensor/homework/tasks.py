@@ -51,6 +51,14 @@ TASKS = [
                       "value heads, in 16-bit numbers (seed 001, 'The KV cache'); demos/kv_cache.py: cache_sizes, "
                       "with models/attention.py: KVCache.bytes_per_token"),
 ]
+# Test-writing tasks (testwriting/): the student writes tests/student/test_<op>.py, graded by the buggy
+# implementations it catches among correct ones it must pass; the hint says what to vary, never the bugs.
+_WRITE_TESTS = ("write tests that pass on any correct implementation and fail on buggy ones: check values and "
+                "gradients (mt.gradcheck or your own reference) with random inputs and upstream gradients, several "
+                "shapes, float32 and float64, more than one backward; tests/student/test_{op}.py, tried with "
+                "`python -m minitensor.homework practice --op {op}`")
+TEST_WRITING = {f"tests_{op}": op for op in ("add", "matmul", "softmax", "layer_norm", "index", "causal_mask")}
+TASKS += [(task, _WRITE_TESTS.format(op=op)) for task, op in TEST_WRITING.items()]
 TASK_NAMES = [name for name, _ in TASKS]
 HINTS = dict(TASKS)
 POINTS_PER_TASK = 10.0

@@ -229,17 +229,18 @@ def main(argv):
         return 0
     if hello.get("memory_mb") is not None:  # before any student code runs, so none can undo it
         _limit_memory(float(hello["memory_mb"]))
-    try:
-        import minitensor  # noqa: F401  (its import is start-up, not the test's time; an error recurs in the probe)
-    except BaseException:
-        pass
+    if hello.get("import_copy", True):  # a worker that forks a fresh process per run imports nothing of the copy
+        try:
+            import minitensor  # noqa: F401  (its import is start-up, not the test's time; an error recurs in the probe)
+        except BaseException:
+            pass
     _answer(answers, {"ready": hello["nonce"]})
     while True:
         request = read_message(requests)
         if request is None:
             return 0
-        namespace = {"__name__": "probe", "load_demo": load_demo}
         nonce = request["nonce"]  # the grader takes only the answer that carries it
+        namespace = {"__name__": "probe", "load_demo": load_demo, "ask_grader": _asker(answers, requests, nonce)}
         spent = bool(request.pop("last", False))  # a call under a memory limit: this worker's last
         try:
             exec(compile(request["source"], f"<probe {request['name']}>", "exec"), namespace)
@@ -249,6 +250,20 @@ def main(argv):
         _send(answers, data)
         if spent:
             return 0
+
+
+def _asker(answers, requests, nonce):
+    """`ask_grader(question)` for a probe: a question to the grader during the call (the grader
+    answers it when it called with `answer_asks`, testwriting/oracle.py), and its answer."""
+
+    def ask_grader(question):
+        _send(answers, encode({"nonce": nonce, "ask": question}))
+        reply = read_message(requests)
+        if reply is None:
+            raise EOFError("the grader stopped answering")
+        return reply
+
+    return ask_grader
 
 
 IMPORT_ALLOWANCE_MB = 16  # what importing the copy's packages adds once NumPy and SciPy are in

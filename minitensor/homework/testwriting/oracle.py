@@ -1,0 +1,139 @@
+"""The grader's side of a substituted op: the implementation under test runs here, in the grader,
+never in the worker. The worker's stand-in (runner.py) sends each forward, backward or call as a
+question (`ask_grader`); `Oracle.answer` runs the implementation on the arrays that came and sends
+back plain arrays. So the student's process holds the same stand-in code whichever implementation
+it is tested against: nothing in it (source, module, qualname, bytecode) says which one it is.
+
+Every answer takes at least FLOOR_SECONDS (the oracle waits out the rest), so that timing a call
+tells no implementation from another on the small inputs tests use. An oracle lives for one run;
+`ctx.memory` is what an implementation may keep from call to call within it (a bug that makes a
+gradient right only on the first call)."""
+
+import time
+
+import numpy as np
+
+FLOOR_SECONDS = 0.001
+MAX_NODES = 200_000  # forward calls one run may keep for backward
+MAX_KEPT_MB = 512  # the arrays kept for backward, in all
+ERRORS = ("ValueError", "IndexError", "TypeError", "RuntimeError", "FloatingPointError", "ZeroDivisionError")
+
+
+class OracleContext:
+    """What an implementation's forward and backward share, as minitensor's Context."""
+
+    def __init__(self, needs_input_grad, memory):
+        self.needs_input_grad = needs_input_grad
+        self.memory = memory
+        self.saved_tensors = ()
+
+    def save_for_backward(self, *arrays):
+        self.saved_tensors = arrays
+
+
+class StudentQuestionError(Exception):
+    """A question no stand-in asks (the student's code asked it): answered as an error."""
+
+
+def decode_index(encoded, depth=0):
+    """The index runner.encode_index wrote: ints, slices, None, Ellipsis, arrays, lists and tuples."""
+    if depth > 16 or type(encoded) is not dict or len(encoded) != 1:
+        raise StudentQuestionError("a malformed index")
+    (kind, value), = encoded.items()
+    if kind == "tuple":
+        return tuple(decode_index(item, depth + 1) for item in value)
+    if kind == "list":
+        return [decode_index(item, depth + 1) for item in value]
+    if kind == "slice":
+        return slice(*[None if part is None else _integer(part) for part in value][:3])
+    if kind == "ellipsis":
+        return Ellipsis
+    if kind == "none":
+        return None
+    if kind == "value":
+        if isinstance(value, np.ndarray):
+            if value.dtype.kind not in "biu":
+                raise IndexError(f"index: arrays used as indices must be of integer or boolean type, not {value.dtype}")
+            return value
+        if type(value) in (int, bool):
+            return value
+    raise StudentQuestionError("a malformed index")
+
+
+def _integer(value):
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iu":
+        return int(value)
+    if type(value) is int:
+        return value
+    raise TypeError(f"slice indices must be integers or None, got {value!r:.40}")
+
+
+class Oracle:
+    """Answers the questions of one run against one implementation (a wheat or a chaff)."""
+
+    def __init__(self, implementation, target):
+        self.implementation, self.target = implementation, target
+        self.memory, self.nodes, self.kept_bytes = {}, {}, 0
+
+    def answer(self, question):
+        start = time.perf_counter()
+        try:
+            reply = self._answer(question)
+        except StudentQuestionError as error:
+            reply = {"error": {"type": "RuntimeError", "message": f"the grader refused a question: {error}"}}
+        except Exception as error:  # the implementation's own error on these inputs, as the real op raises it
+            name = type(error).__name__
+            reply = {"error": {"type": name if name in ERRORS else "RuntimeError", "message": str(error)[:500]}}
+        left = FLOOR_SECONDS - (time.perf_counter() - start)
+        if left > 0:
+            time.sleep(left)
+        return reply
+
+    def _answer(self, question):
+        if type(question) is not dict:
+            raise StudentQuestionError("not a question")
+        do = question.get("do")
+        implementation = self.implementation
+        if do == "call" and self.target.kind == "function":
+            args = question.get("args")
+            if type(args) is not list or len(args) > 4:
+                raise StudentQuestionError("malformed arguments")
+            args = [_integer_argument(arg) for arg in args]
+            return {"out": np.asarray(implementation.call(None, *args))}
+        if self.target.kind != "function_class":
+            raise StudentQuestionError(f"{do!r} is not a question for {self.target.name}")
+        if do == "forward":
+            arrays, options, needs = question.get("arrays"), question.get("options"), question.get("needs")
+            if (type(arrays) is not list or not all(isinstance(a, np.ndarray) for a in arrays)
+                    or type(options) is not dict or type(needs) is not list or len(needs) != len(arrays)):
+                raise StudentQuestionError("a malformed forward")
+            if len(self.nodes) >= MAX_NODES:
+                raise StudentQuestionError(f"more than {MAX_NODES} forward calls in one run")
+            size = sum(a.nbytes for a in arrays)
+            if self.kept_bytes + size > MAX_KEPT_MB * 2**20:
+                raise StudentQuestionError(f"the tests kept more than {MAX_KEPT_MB} MB of inputs for backward")
+            if "index" in options:
+                options = dict(options, index=decode_index(options["index"]))
+            ctx = OracleContext(tuple(bool(n) for n in needs), self.memory)
+            out = np.asarray(implementation.forward(ctx, *arrays, **options))
+            handle = len(self.nodes)
+            self.nodes[handle] = ctx
+            self.kept_bytes += size
+            return {"out": out, "handle": handle}
+        if do == "backward":
+            handle, grad = question.get("handle"), question.get("grad")
+            if type(handle) is not int or handle not in self.nodes or not isinstance(grad, np.ndarray):
+                raise StudentQuestionError("a malformed backward")
+            grads = implementation.backward(self.nodes[handle], grad)
+            grads = list(grads) if isinstance(grads, tuple) else [grads]
+            return {"grads": [None if g is None else np.asarray(g) for g in grads]}
+        raise StudentQuestionError(f"unknown question {do!r:.40}")
+
+
+def _integer_argument(value):
+    if value is None:
+        return None
+    number = _integer(value)
+    if not 0 <= number <= 4096:
+        raise ValueError(f"causal_mask: sizes from 0 to 4096 are tested here, got {number}")
+    return number

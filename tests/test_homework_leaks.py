@@ -158,7 +158,7 @@ def test_what_stays_out_of_the_copy_is_nothing_the_copy_needs(copy):
             assert not re.search(imports, text), f"{path.relative_to(copy)} needs {module}, which is not in the copy"
     listed = subprocess.run([sys.executable, "-c", "from benchmarks.__main__ import BENCHMARKS; print(*BENCHMARKS)"],
                             cwd=copy, env=copy_environment(copy), capture_output=True, text=True, check=True)
-    assert listed.stdout.split() == ["overhead", "train"]
+    assert listed.stdout.split() == ["overhead", "train", "user_models"]
 
 
 def test_kept_out_matches_paths_and_patterns(monkeypatch):

@@ -364,6 +364,42 @@ def test_the_oracle_answers_a_malformed_question_with_an_error_and_never_raises(
     np.testing.assert_array_equal(answer["out"], [[False, True], [False, False]])
 
 
+def test_an_error_an_implementation_raises_names_the_op_never_the_implementation():
+    """A blind review's cheat: an unexpected keyword makes Python name the function that raised
+    ("AddPlain.forward() got an unexpected keyword argument"), which told the tests which
+    implementation they ran against. Every implementation's answer must read the same."""
+    from minitensor.homework.testwriting.catalogue import implementations
+
+    for op, question in [("add", {"do": "forward", "arrays": [np.ones(2), np.ones(2)], "options": {"zzz": 1},
+                                  "needs": [True, True]}),
+                         ("index", {"do": "forward", "arrays": [np.ones(2)], "options": {"zzz": 1}, "needs": [True]}),
+                         ("causal_mask", {"do": "call", "args": [2, 2, 2]})]:
+        messages = set()
+        for implementation in implementations(op):
+            code = implementation.code
+            answer = Oracle(code, testwriting.TARGETS[op]).answer(question)
+            message = answer["error"]["message"]
+            assert code.__name__ not in message, (op, message)
+            messages.add(message)
+        assert len(messages) == 1, (op, messages)
+        assert testwriting.TARGETS[op].name in messages.pop()
+
+
+def test_a_visible_message_counts_only_the_public_chaffs():
+    """A blind review read the hidden chaffs' results off a public chaff's message ("caught 1 of 2 (0 of
+    the 1 public ones)": one hidden caught), one guess per submission. Visible text counts public ones."""
+    from minitensor.homework.testwriting.catalogue import implementations
+    from minitensor.homework.testwriting.judge import Verdict
+
+    chaffs = implementations("index", include=("public", "hidden"))
+    verdict = Verdict("index", chaffs)
+    verdict.caught = {c.label: c.kind == "hidden" for c in chaffs}  # every hidden one caught, no public one
+    public = [c for c in chaffs if c.kind == "public"]
+    assert verdict.public_summary() == f"caught 0 of the {len(public)} public buggy implementations"
+    graded = (pathlib.Path(__file__).parent / "test_testwriting_graded.py").read_text()
+    assert "verdict.public_summary()" in graded and "verdict.summary()" not in graded
+
+
 def test_an_index_crosses_the_wire_as_it_was_written():
     from minitensor.homework.testwriting.runner import encode_index
     from minitensor.homework.worker import decode, encode

@@ -33,4 +33,4 @@ def test_your_tests_catch_this_buggy_implementation(written_tests, op, label):
     if not verdict.caught[label]:
         hint = dict(verdict.missed_hints()).get(label)
         said = f"; an input that would catch it: {hint}" if hint else ""
-        raise AssertionError(f"{label} passed all your tests{said} ({verdict.summary().splitlines()[0]})")
+        raise AssertionError(f"{label} passed all your tests{said} ({verdict.public_summary()})")

@@ -68,6 +68,12 @@ class Verdict:
             return "\n".join(lines)
         return None
 
+    def public_summary(self):
+        """"caught N of the P public ones": what a visible message may say (the hidden chaffs' count and
+        results are a hidden test's, withheld until publication)."""
+        public = [c for c in self.chaffs if c.kind == "public"]
+        return f"caught {self.caught_count(('public',))} of the {len(public)} public buggy implementations"
+
     def summary(self):
         total = len(self.chaffs)
         if not self.valid:

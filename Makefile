@@ -55,7 +55,7 @@ bench: $(STAMP)
 # Each demo as a Jupyter notebook (jupytext, from the test extra), in the ignored notebooks/ folder.
 # A notebook is written only when it is missing or older than its demo, so a student's edits in
 # notebooks/ survive the next `make notebooks` (and `make lab`); `make notebooks FORCE=1` writes
-# every one afresh from its demo.
+# every one afresh from its demo. A notebook written over (its demo changed, or FORCE) is kept as NAME.ipynb.bak.
 DEMO_NAMES = $(shell $(PYTHON) -c 'import demos; print(*demos.DEMOS)')
 NOTEBOOKS = $(patsubst %,notebooks/%.ipynb,$(DEMO_NAMES))
 
@@ -63,6 +63,7 @@ notebooks: $(NOTEBOOKS)
 
 notebooks/%.ipynb: demos/%.py $(if $(filter-out 0,$(FORCE)),always) | $(STAMP)
 	@mkdir -p notebooks
+	@if [ -f $@ ]; then cp -p $@ $@.bak; echo "$@: written afresh from $<; the one it replaces is kept as $@.bak"; fi
 	$(VENV)/bin/jupytext --quiet --to ipynb --output $@ $<
 
 .PHONY: always

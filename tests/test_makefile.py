@@ -76,6 +76,8 @@ def test_notebooks_keeps_a_students_edits(tmp_path):
 
     make("notebooks", "FORCE=1", *settings, cwd=tmp_path)
     assert "print('first')" in first.read_text() and "my own edit" not in first.read_text()
+    backup = tmp_path / "notebooks" / "first.ipynb.bak"  # the edited one, kept (a blind review lost its edit)
+    assert backup.read_text() == edited
 
 
 @needs_make

@@ -7,7 +7,7 @@ from . import __doc__ as USAGE
 from . import check_task
 from .bundle import bundle, rehearse
 from .grade import grade
-from .isolation import LEVELS
+from .isolation import LEVELS, IsolationError
 from .strip import strip
 from .tasks import TASKS, TEST_WRITING, HomeworkError
 
@@ -48,6 +48,9 @@ def main(argv=None):
     practice_parser.add_argument("path", nargs="?", default=".", help="your copy (default: here)")
     practice_parser.add_argument("--op", nargs="*", choices=list(TEST_WRITING.values()), metavar="OP",
                                  help=f"the ops whose tests to run (default: {', '.join(TEST_WRITING.values())})")
+    practice_parser.add_argument("--worker-python", metavar="PYTHON",
+                                 help="the interpreter your tests run under (default: $MINITENSOR_WORKER_PYTHON, "
+                                      "else this one; as root, one that another user can run)")
     check_parser = commands.add_parser("check-task", help="what a task being added still lacks")
     check_parser.add_argument("name")
     rehearse_parser = commands.add_parser("rehearse", help="run an autograder zip on a submission here, as "
@@ -67,7 +70,7 @@ def main(argv=None):
         if args.command == "practice":
             from .testwriting import practice
 
-            verdicts = practice(args.path, ops=args.op)
+            verdicts = practice(args.path, ops=args.op, python=args.worker_python)
             perfect = [v.valid and v.caught_count() == len(v.chaffs) for v in verdicts.values()]
             return 0 if perfect and all(perfect) else 1
         if args.command == "check-task":
@@ -89,7 +92,7 @@ def main(argv=None):
                       timeout=args.timeout, gradescope=args.gradescope, verbose=args.verbose,
                       python=args.worker_python, isolation_at_least=args.isolation)
         return 0 if ok else 1
-    except HomeworkError as error:
+    except (HomeworkError, IsolationError) as error:  # what the user can fix: one line, no traceback
         print(f"error: {error}", file=sys.stderr)
         return 2
 

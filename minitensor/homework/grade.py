@@ -18,7 +18,7 @@ from .sandbox import (PACKAGES, IsolationError, Sandbox, StudentError, WorkerDie
                       kill_descendants)
 from .strip import EXPECTED_FILES, SOLUTION_ROOT, STUDENT_MARK
 from .submission import copy_submission, find_plain_copy
-from .tasks import POINTS_PER_TASK, TASK_NAMES, HomeworkError, check_task_names
+from .tasks import POINTS_PER_TASK, TASK_NAMES, TEST_WRITING, HomeworkError, check_task_names
 
 def _split_points(count, points):
     """`points` split among `count` tests in steps of 0.0001, summing exactly to `points`."""
@@ -221,7 +221,9 @@ def _rows(results, names):
         if results.get("error"):
             status = "does not import"
         elif not total:
-            status = "not collected" if results.get("collect_errors") else "no tests"
+            status = ("not collected" if results.get("collect_errors")
+                      else "no tests here: try `practice`" if name in TEST_WRITING  # graded by the teacher only
+                      else "no tests")
         elif passed == total:
             status = "passed"
         else:

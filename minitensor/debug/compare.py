@@ -41,11 +41,14 @@ def compare(model, reference, *inputs, seed=0, upstream=None, copy_weights=True)
     forward and backward, and return a Comparison: the first node that departs (the culprit, or the
     node where the difference first shows), then every node's verdict. `upstream` is dL/d(output)
     (by default a seeded standard normal). With copy_weights, a Module reference gets the model's
-    parameters by name first."""
+    parameters by name first. A PyTorch module with the same module paths is a reference too: its
+    weights are copied into the model by name (copy_weights=False: the report names those that
+    differ), and each of the model's modules is judged on the torch module's boundary values
+    (compare_torch.py)."""
     if any(cls.__module__.startswith("torch") for cls in type(reference).__mro__):
-        raise TypeError("compare: the reference is a PyTorch module; compare takes a minitensor model or function "
-                        "(load the PyTorch weights into one, e.g. models.transformer.Block.from_torch, or "
-                        "nn.Module.load_state_dict, and compare with that)")
+        from .compare_torch import compare_with_torch  # module by module; it imports torch, only then
+
+        return compare_with_torch(model, reference, inputs, seed=seed, upstream=upstream, copy_weights=copy_weights)
     copied, missing = _copy_weights(model, reference) if copy_weights else ([], [])
     theirs, out, upstream, _ = record(model, inputs, upstream, seed)
     ours, _, _, _ = record(reference, inputs, upstream, seed, expected_shape=out.shape)

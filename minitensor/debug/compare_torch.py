@@ -73,7 +73,8 @@ def _check_paths(model, reference):
                          f"only in the PyTorch module: {', '.join(only_theirs) or '-'}")
     shapes = [f"{name} {mine[name]} vs {theirs[name]}" for name in sorted(mine) if mine[name] != theirs[name]]
     if shapes:
-        raise ValueError(f"compare: parameters of other shapes in the model and the PyTorch module: {'; '.join(shapes)}")
+        raise ValueError(f"compare: parameters of other shapes in the model and the PyTorch module: "
+                         f"{'; '.join(shapes)}")
 
 
 def _copy_or_check(model, reference, torch, copy_weights):

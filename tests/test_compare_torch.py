@@ -14,7 +14,7 @@ from compare_blocks import BUGS, blocks
 
 torch = pytest.importorskip("torch")
 
-from compare_torch_blocks import TorchBlock, torch_block  # noqa: E402 (it imports torch)
+from compare_torch_blocks import TorchBlock, encoder_layers, torch_block  # noqa: E402 (it imports torch)
 
 DTYPES = [np.float32, np.float64]
 
@@ -22,8 +22,8 @@ DTYPES = [np.float32, np.float64]
 EXPECTED = {
     "softmax_backward": ("attn", "backward", "Attention"),  # no op of attn's own code touches its input
     "layer_norm_backward": ("ln2", "backward", "LayerNormFunction"),
-    "mask_shift": ("attn", "forward", "Attention"),
-    "merge_heads": ("attn", "forward", "Attention"),
+    "mask_shift": ("attn", "forward", "Reshape"),  # the op that hands w_o a value departing from torch's
+    "merge_heads": ("attn", "forward", "Reshape"),
     "residual": ("", "forward", "Add"),
     "bias_gradient": ("mlp.fc2", "backward", "Add"),
 }
@@ -54,6 +54,29 @@ def test_the_correct_block_is_clean(dtype):
     assert [r.module for r in comparison.rows] == ["", "ln1", "attn", "attn.w_q", "attn.w_k", "attn.w_v",
                                                    "attn.w_o", "ln2", "mlp", "mlp.fc1", "mlp.fc2"]
     assert str(comparison) == f"compare ({np.dtype(dtype)}): every node agrees with the reference"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_bug_is_found_the_line_named_with_the_residual_bug(dtype):
+    student, _, x = blocks(("residual",), dtype)
+    culprit = mt.debug.compare(student, torch_block(), x).culprit
+    assert "h = normed + self.attn(normed)" in culprit.made_at  # the Add that hands ln2 a wrong value
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_against_torchs_transformer_encoder_layer(dtype):
+    """The issue's usual case: nn.TransformerEncoderLayer (dropout on: compare runs both in eval mode)."""
+    student, reference, x = encoder_layers(dtype)
+    clean = mt.debug.compare(student, reference, x)
+    assert clean.first is None, str(clean)
+    # torch's attention uses out_proj's weights without calling it: self_attn is judged as a whole
+    assert [r.module for r in clean.rows] == ["", "norm1", "self_attn", "norm2", "linear1", "linear2"]
+    assert reference.training  # the user's module is left as it was
+    student, reference, x = encoder_layers(dtype, residual_bug=True)
+    comparison = mt.debug.compare(student, reference, x)
+    assert _found(comparison) == ("", "forward", "Add"), str(comparison)
+    assert "x = (h if self.residual_bug else x) + self.self_attn(h, h, h)" in comparison.culprit.made_at
+    assert len(comparison.culprits) == 1
 
 
 def test_the_weights_are_copied_by_name_from_the_torch_module():

@@ -43,12 +43,19 @@ def compare_with_torch(model, reference, inputs, seed=0, upstream=None, copy_wei
     differing = _copy_or_check(model, reference, torch, copy_weights)
     floats = [np.asarray(_array(a)) for a in inputs]
     dtype = next((a.dtype for a in floats if a.dtype.kind == "f"), np.dtype(np.float32))
-    calls, out, upstream = _torch_calls(reference, inputs, upstream, seed, dtype, torch)
+    paths = {path for path, _ in model.named_modules()}
+    calls, out, upstream = _torch_calls(reference, inputs, upstream, seed, dtype, torch, paths)
     wide = None
     if dtype != np.float64:
-        wide, _, _ = _torch_calls(reference, inputs, np.asarray(upstream, np.float64), seed, np.float64, torch)
-    mine = _full_run(model, inputs, upstream)
-    rows = _judge(model, calls, wide, mine)
+        wide, _, _ = _torch_calls(reference, inputs, np.asarray(upstream, np.float64), seed, np.float64, torch, paths)
+    training = {path: sub.training for path, sub in model.named_modules()}
+    model.eval()  # as the torch copy: no dropout on either side, whose random masks could not agree
+    try:
+        mine = _full_run(model, inputs, upstream)
+        rows = _judge(model, calls, wide, mine)
+    finally:
+        for path, sub in model.named_modules():
+            object.__setattr__(sub, "training", training[path])
     comparison = Comparison(rows, dtype=dtype, copied_weights=0 if differing is not None else
                             len(list(model.named_parameters())))
     comparison.differing_weights = differing or []
@@ -100,10 +107,13 @@ def _numpy(value):
     return value.detach().cpu().numpy().copy() if value is not None else None
 
 
-def _torch_calls(reference, inputs, upstream, seed, dtype, torch):
-    """Run a copy of the torch module in dtype: ({(path, call number): call}, output, upstream).
-    A call is {"inputs", "output", "grad_output", "grad_inputs", "module", "parameter_grads"}."""
-    module = copy.deepcopy(reference).to(getattr(torch, np.dtype(dtype).name))
+def _torch_calls(reference, inputs, upstream, seed, dtype, torch, paths):
+    """Run a copy of the torch module in dtype, in eval mode: ({(path, call number): call}, output,
+    upstream), for the modules whose path your model has too (a Dropout or an activation module of
+    the torch side that yours does without is passed through). A call is {"inputs", "output",
+    "grad_output", "grad_inputs", "module", "parameter_grads", "once"}; of a module that returns a
+    tuple (nn.MultiheadAttention), its first element."""
+    module = copy.deepcopy(reference).to(getattr(torch, np.dtype(dtype).name)).eval()
     calls, order, handles = {}, [], []
 
     def hooks(path, sub):
@@ -115,7 +125,7 @@ def _torch_calls(reference, inputs, upstream, seed, dtype, torch):
         def after(_, args, output):
             key = [k for k in order if k[0] == path][-1]
             calls[key]["inputs"] = [_numpy(a) if torch.is_tensor(a) else a for a in args]
-            calls[key]["output"] = _numpy(output)
+            calls[key]["output"] = _numpy(output[0] if isinstance(output, tuple) else output)
 
         def backward(_, grad_inputs, grad_outputs):
             pending = [k for k in order if k[0] == path and "grad_output" not in calls[k]]
@@ -126,12 +136,15 @@ def _torch_calls(reference, inputs, upstream, seed, dtype, torch):
         return before, after, backward
 
     for path, sub in module.named_modules():
+        if path not in paths:
+            continue
         before, after, backward = hooks(path, sub)
         handles += [sub.register_forward_pre_hook(before), sub.register_forward_hook(after),
                     sub.register_full_backward_hook(backward)]
     try:
         args = [_to_torch(a, dtype, torch) for a in inputs]
         output = module(*args)
+        output = output[0] if isinstance(output, tuple) else output
         if upstream is None:
             upstream = np.random.default_rng(seed).standard_normal(tuple(output.shape)).astype(dtype)
         output.backward(torch.from_numpy(np.asarray(upstream, dtype=dtype).copy()))
@@ -258,7 +271,7 @@ def _judge(model, calls, wide, mine):
             row.verdict, row.where = "inherited", where
             continue
         row.verdict, row.where = "culprit", where
-        op = _boundary_op(records, where, position)
+        op = _boundary_op(records, where, position, row, calls)
         if op is not None:
             row.op, row.made_at = op["op"], op["site"] or row.made_at
     return rows
@@ -297,19 +310,26 @@ def _rerun(sub, call, call64):
     return None
 
 
-def _boundary_op(records, where, position):
-    """The op of your module that stands at the departing boundary: the one that made its output
-    (when the module's own code made it, not a submodule's), or the one that passed the departing
-    gradient on to that parameter or input."""
-    if not records:
-        return None
-    if where == "forward":
-        last = records[-1]
-        return last if last["module"] == "" else None
-    for r in records:
-        if r["module"] == "" and position in (r["input_from"] or []):
+def _boundary_op(records, where, position, row, calls):
+    """The op of your module's own code (not a submodule's) that stands at the departing boundary.
+    In backward, the one that passed the departing gradient on to that parameter or input. In
+    forward, the first that hands a submodule a value departing from every input the torch module
+    handed that submodule (so the line where a wrong value leaves your code), else the one that made
+    the module's output."""
+    if where != "forward":
+        return next((r for r in records if r["module"] == "" and position in (r["input_from"] or [])), None)
+    prefix = row.module + "." if row.module else ""
+    noise = _floor(calls[(row.module, 0)]) if (row.module, 0) in calls else 0.0
+    for i, r in enumerate(records):
+        if r["module"] != "":
+            continue
+        children = {prefix + c["module"].split(".")[0] for c in records[i + 1:]
+                    if c["module"] != "" and i in (c["input_from"] or [])}
+        given = [a for (path, _), call in calls.items() if path in children for a in call["inputs"]
+                 if isinstance(a, np.ndarray) and a.shape == r["output"].shape]
+        if given and all(difference(r["output"], a, noise) is not None for a in given):
             return r
-    return None
+    return records[-1] if records and records[-1]["module"] == "" else None
 
 
 def _forward_site(sub):

@@ -104,6 +104,18 @@ def test_the_report_names_the_culprits_line_and_worst_element():
     assert text.startswith("compare (float64): the first node that departs is Add in mlp.fc2: the culprit")
     assert "compare_blocks.py" in text and "return self.add.apply(x @ self.weight.T, self.bias)" in text
     assert "worst element of its gradient to bias" in text
+    assert "mlp            inherited       its gradient to fc2.bias" in text
+    assert "the gradient reaching its output" not in text  # nothing before fc2 departs: the bias gradient is a leaf's
+
+
+def test_modules_that_backward_reaches_after_the_culprit_inherit_its_gradient():
+    student, _, x = blocks(("layer_norm_backward",), np.float64)
+    comparison = mt.debug.compare(student, torch_block(), x)
+    rows = {r.module: r for r in comparison.rows}
+    assert rows["ln2"].verdict == "culprit"
+    for path in ("attn", "attn.w_o", "ln1"):  # before ln2 in forward, so after it in backward
+        assert (rows[path].verdict, rows[path].quantity) == ("inherited", "the gradient reaching its output")
+    assert rows["mlp"].verdict == rows["mlp.fc2"].verdict == "agrees"  # after ln2 in forward: untouched
 
 
 def test_paths_that_do_not_match_are_refused_naming_them():

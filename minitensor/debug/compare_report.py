@@ -49,7 +49,9 @@ class Row:
         if self.where is None:
             return "nothing"
         if self.where.startswith("backward"):
-            if isinstance(self.input_position, str):  # a module's: "input 0", a parameter's name, ...
+            if isinstance(self.input_position, str):  # a module's: "input 0", "bias", or what reached it
+                if self.input_position.startswith("the gradient"):
+                    return self.input_position
                 return f"its gradient to {self.input_position}"
             return f"its gradient to input {self.input_position}"
         return "its output"

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..nn.module import Module
 from ..tensor import Tensor
-from .compare import NOISE_MARGIN, ROUNDING_UNITS, difference
+from .compare_tolerance import NOISE_MARGIN, ROUNDING_UNITS, difference
 from .compare_record import record
 from .compare_report import Comparison, Row
 

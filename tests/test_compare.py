@@ -170,9 +170,11 @@ def test_a_repro_needs_a_culprit():
         mt.debug.compare(student, reference, x).repro("never.py")
 
 
-def test_a_pytorch_reference_is_refused_with_the_way_round():
+def test_a_pytorch_reference_of_other_paths_is_refused_naming_them():
+    """A PyTorch module is a reference (tests/test_compare_torch.py), but only one with the model's paths."""
     torch = pytest.importorskip("torch")
     student, _, x = blocks((), np.float32)
-    with pytest.raises(TypeError, match=r"compare: the reference is a PyTorch module; .* \(load the PyTorch weights into one, e.g. "
-                                        r"models.transformer.Block.from_torch"):
+    with pytest.raises(ValueError, match=r"compare: the model and the PyTorch module \(Linear\) must have the same "
+                                         r"parameter paths; only in the model: attn\.w_k\.bias, .* only in the PyTorch "
+                                         r"module: bias, weight"):
         mt.debug.compare(student, torch.nn.Linear(8, 8), x)

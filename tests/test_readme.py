@@ -29,6 +29,8 @@ def test_readme_python_blocks_run(capsys, tmp_path, monkeypatch):
     assert "(4, 3) (3, 2)" in printed
     assert printed.count("True") >= 2
     assert "Add culprit" in printed and "['culprit', 'inherited', 'inherited']" in printed  # mt.debug.compare
+    assert "[('', 'culprit'), ('fc1', 'inherited'), ('fc2', 'inherited')]" in printed  # compare against torch
+    assert "Mul forward" in printed
     assert "loss 0.00" in printed and "[[0 1 2 3 4 5 6 7 0 1]]" in printed
     assert (tmp_path / "tiny_gpt.npz").exists()
     assert (tmp_path / "backward.html").read_text().startswith("<!DOCTYPE html>")

@@ -24,6 +24,8 @@ One job a file:
     anomaly.py            detect_anomaly
     op_check.py           each op checked on its own: find_wrong_op, and the backward page's check mode
     compare.py            compare: two graphs aligned, each node judged on the reference's inputs
+    compare_torch.py      compare against a PyTorch module: each module call judged on torch's boundary values
+    compare_tolerance.py  when a value departs from the reference's (both kinds of reference)
     compare_record.py     one side's nodes recorded as plain arrays (the grader's worker sends them)
     compare_report.py     the words of compare's report: Row, Comparison
 """

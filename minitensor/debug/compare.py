@@ -31,9 +31,7 @@ from ..autograd import Context, unbroadcast
 from ..nn.module import Module
 from .compare_record import record
 from .compare_report import Comparison, Row
-
-NOISE_MARGIN = 8.0  # a node departs when farther from the reference than 8 times the reference's own error
-ROUNDING_UNITS = 64  # ... plus 64 units of rounding of the dtype, times the reference's largest magnitude
+from .compare_tolerance import NOISE_MARGIN, ROUNDING_UNITS, difference  # noqa: F401 (compare.difference)
 
 
 def compare(model, reference, *inputs, seed=0, upstream=None, copy_weights=True):
@@ -41,11 +39,14 @@ def compare(model, reference, *inputs, seed=0, upstream=None, copy_weights=True)
     forward and backward, and return a Comparison: the first node that departs (the culprit, or the
     node where the difference first shows), then every node's verdict. `upstream` is dL/d(output)
     (by default a seeded standard normal). With copy_weights, a Module reference gets the model's
-    parameters by name first."""
+    parameters by name first. A PyTorch module with the same module paths is a reference too: its
+    weights are copied into the model by name (copy_weights=False: the report names those that
+    differ), and each of the model's modules is judged on the torch module's boundary values
+    (compare_torch.py)."""
     if any(cls.__module__.startswith("torch") for cls in type(reference).__mro__):
-        raise TypeError("compare: the reference is a PyTorch module; compare takes a minitensor model or function "
-                        "(load the PyTorch weights into one, e.g. models.transformer.Block.from_torch, or "
-                        "nn.Module.load_state_dict, and compare with that)")
+        from .compare_torch import compare_with_torch  # module by module; it imports torch, only then
+
+        return compare_with_torch(model, reference, inputs, seed=seed, upstream=upstream, copy_weights=copy_weights)
     copied, missing = _copy_weights(model, reference) if copy_weights else ([], [])
     theirs, out, upstream, _ = record(model, inputs, upstream, seed)
     ours, _, _, _ = record(reference, inputs, upstream, seed, expected_shape=out.shape)
@@ -137,31 +138,6 @@ def align(theirs, ours):
 # ----------------------------------------------------------------------------
 # Judging each node on its own
 # ----------------------------------------------------------------------------
-
-
-def _rounding(dtype):
-    return np.finfo(dtype).eps if np.dtype(dtype).kind == "f" else 0.0
-
-
-def difference(mine, reference, noise=None):
-    """None when `mine` agrees with `reference` within the tolerance, else (worst index, mine's value,
-    the reference's value, |difference|, tolerance). `noise` is the reference's own float64 error."""
-    mine, reference = np.asarray(mine), np.asarray(reference)
-    if mine.shape != reference.shape:
-        return ((), f"shape {mine.shape}", f"shape {reference.shape}", np.inf, 0.0)
-    if reference.dtype.kind not in "fc" or mine.size == 0:
-        equal = np.array_equal(mine, reference)
-        return None if equal else ((), "other values", "", np.inf, 0.0)
-    wide_mine, wide_reference = mine.astype(np.float64), reference.astype(np.float64)
-    gap = np.abs(wide_mine - wide_reference)
-    gap = np.where(np.isnan(wide_mine) & np.isnan(wide_reference), 0.0, gap)
-    gap = np.where(np.isnan(gap), np.inf, gap)  # NaN on one side only
-    scale = float(np.nanmax(np.abs(wide_reference), initial=0.0))
-    tolerance = NOISE_MARGIN * (noise or 0.0) + ROUNDING_UNITS * _rounding(reference.dtype) * scale
-    if not (gap.max() > tolerance):
-        return None
-    worst = np.unravel_index(int(np.argmax(gap)), gap.shape)
-    return worst, mine[worst].item(), reference[worst].item(), float(gap[worst]), float(tolerance)
 
 
 def _wide(ref64, key, position=None):

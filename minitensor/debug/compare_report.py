@@ -49,6 +49,10 @@ class Row:
         if self.where is None:
             return "nothing"
         if self.where.startswith("backward"):
+            if isinstance(self.input_position, str):  # a module's: "input 0", "bias", or what reached it
+                if self.input_position.startswith("the gradient"):
+                    return self.input_position
+                return f"its gradient to {self.input_position}"
             return f"its gradient to input {self.input_position}"
         return "its output"
 
@@ -174,6 +178,9 @@ def report(comparison):
     if comparison.missing_weights:
         missing = ", ".join(comparison.missing_weights)
         text += f"\n  not copied to the reference (no parameter of that name and shape): {missing}"
+    if getattr(comparison, "differing_weights", None):
+        text += (f"\n  weights that differ from the PyTorch module's (not copied, copy_weights=False): "
+                 f"{', '.join(comparison.differing_weights)}")
     if comparison.first is None:
         return text
     return text + "\n" + table(comparison)

@@ -178,3 +178,33 @@ def test_a_pytorch_reference_of_other_paths_is_refused_naming_them():
                                          r"parameter paths; only in the model: attn\.w_k\.bias, .* only in the PyTorch "
                                          r"module: bias, weight"):
         mt.debug.compare(student, torch.nn.Linear(8, 8), x)
+
+
+def test_a_wrong_backward_in_an_op_class_of_the_students_own_naming_is_the_culprit():
+    """A blind review: a Softmax subclass named BadSoftmax with a wrong backward has no counterpart in
+    the reference; compare named an innocent Transpose (inherited) and no culprit at all."""
+    from minitensor.ops.softmax import Softmax
+
+    class BadSoftmax(Softmax):
+        @staticmethod
+        def backward(ctx, grad):
+            (y,) = ctx.saved_tensors
+            return y * grad  # wrong on purpose
+
+    class Net(mt.nn.Module):
+        def __init__(self, bad=False):
+            super().__init__()
+            self.fc1, self.ln, self.fc2 = mt.nn.Linear(4, 8), mt.nn.LayerNorm(8), mt.nn.Linear(8, 3)
+            self.bad = bad
+
+        def forward(self, x):
+            h = mt.nn.functional.gelu(self.ln(self.fc1(x)))
+            return (BadSoftmax if self.bad else Softmax).apply(self.fc2(h), axis=-1) * 2.0
+
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    for backend in ("numpy", "numba"):
+        with mt.use_backend(backend):
+            result = mt.debug.compare(Net(bad=True), Net(), x)
+            assert [row.op for row in result.culprits] == ["BadSoftmax"], str(result)
+            assert "gradient it passes back departs" in str(result).splitlines()[0]
+            assert mt.debug.compare(Net(), Net(), x).culprit is None

@@ -207,7 +207,7 @@ def judge(theirs, ours, float64=None, rerun=False):
             ref = ours[row.reference_index]
             _judge_backward(row, theirs[row.index], ref, wide[row.reference_index] if wide is not None else None,
                             rerun)
-    _blame_unmatched(rows)
+    _blame_unmatched(rows, theirs)
     return rows
 
 
@@ -268,9 +268,24 @@ def _judge_backward(row, r, ref, ref64, rerun):
         row.verdict, row.where, row.worst, row.input_position = "inherited", "backward", departing[1], departing[0]
 
 
-def _blame_unmatched(rows):
-    """A node with no counterpart whose output feeds a node that departs because of it is where the
-    two graphs part: the culprit."""
+def _blame_unmatched(rows, theirs):
+    """A node with no counterpart is where the two graphs part (the culprit) when a node it feeds
+    departs in forward because of what it made, or when a node that feeds it receives a gradient
+    that departs and none of that node's other consumers, which have counterparts, sent a departing
+    one (its own backward, a class of the student's own naming, was wrong: a blind review's case)."""
+    consumers = {index: [] for index in range(len(rows))}
+    for index, record in enumerate(theirs):
+        for source in record["input_from"] or ():
+            if isinstance(source, int):
+                consumers[source].append(index)
     for row in rows:
         if row.blamed:
             row.verdict, row.where = "culprit", "forward (no node like it in the reference)"
+    for row in rows:
+        if row.verdict != "inherited" or row.where != "backward":
+            continue
+        takers = [rows[k] for k in consumers[row.index]]
+        unmatched = [t for t in takers if t.verdict == "no counterpart"]
+        if unmatched and all(t.verdict in ("agrees", "no counterpart") or t.where != "backward" for t in takers):
+            for taker in unmatched:
+                taker.verdict, taker.where = "culprit", "backward (no node like it in the reference)"

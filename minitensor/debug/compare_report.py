@@ -118,6 +118,8 @@ def _index(index):
 
 def worst_text(row, reference_values=True):
     """The worst element of the quantity that departs, in words."""
+    if row.worst is None and (row.where or "").startswith("backward"):  # no counterpart; what it sent back departs
+        return "it has no counterpart in the reference, and the gradient it passes back departs"
     if row.worst is None:  # a node with no counterpart, blamed for what the node it feeds received
         return "it has no counterpart in the reference, and the node it feeds departs because of what it made"
     index, yours, theirs, gap, tolerance = row.worst
@@ -141,7 +143,9 @@ def first_text(comparison):
     why = {"forward": "its forward departs on the reference's inputs",
            "backward": "its backward departs on the reference's inputs and upstream gradient",
            "forward (reads the wrong input)": "it reads an input that differs from the reference node's",
-           "forward (no node like it in the reference)": "the reference has no node like it"}.get(row.where, row.where)
+           "forward (no node like it in the reference)": "the reference has no node like it",
+           "backward (no node like it in the reference)":
+               "the reference has no node like it, and the gradient it passes back departs"}.get(row.where, row.where)
     lines = [f"compare{dtype}: the first node that departs is {row.place()}: {kind}, {why}",
              f"  made at: {row.made_at or '(not recorded)'}",
              f"  shapes:  {row.shapes}",

@@ -274,8 +274,8 @@ def _blame_unmatched(rows, theirs):
     that departs and none of that node's other consumers, which have counterparts, sent a departing
     one (its own backward, a class of the student's own naming, was wrong: a blind review's case)."""
     consumers = {index: [] for index in range(len(rows))}
-    for index, record in enumerate(theirs):
-        for source in record["input_from"] or ():
+    for index, node in enumerate(theirs):
+        for source in node["input_from"] or ():
             if isinstance(source, int):
                 consumers[source].append(index)
     for row in rows:

@@ -11,7 +11,8 @@ import numpy as np
 
 from . import autograd, ops, views
 from .dtypes import DEVICES, check_can_require_grad, get_default_dtype, set_default_dtype  # noqa: F401 (re-exported)
-from .ops.axes import axis_or_dim, check_mask, mask_array, normalize_axes, normalize_axis
+from .ops.axes import axis_or_dim, normalize_axes, normalize_axis
+from .ops.masks import check_mask
 from .ops.axes import reshapes_in_place, shape_arg, split_slices
 
 
@@ -429,7 +430,7 @@ class Tensor:
 
     def softmax(self, axis=-1, mask=None, *, dim=None):
         """Softmax along axis (dim= is axis=); entries where the boolean mask is True get weight 0."""
-        mask = mask_array(mask)  # Softmax checks it
+        mask = None if mask is None else check_mask(mask, self.shape, "softmax")
         return ops.Softmax.apply(self, axis=axis_or_dim(axis, dim, "softmax", -1), mask=mask)
 
     def log_softmax(self, axis=-1, *, dim=None):

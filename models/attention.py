@@ -5,9 +5,10 @@ Shapes are batch first: x is (B, T, d). Masks follow the seeds and
 torch.nn.MultiheadAttention: in a boolean mask True marks a hidden position;
 a float mask is added to the scores.
 
-Built from minitensor's public names only (mt, F, nn): F.hidden_mask reads either mask
-convention, F.attention_mask checks a mask against the scores' shape before a layer changes
-anything, and F.attention_scale is the default 1 / sqrt(d_k). The fused kernel is the
+Built from minitensor's public names only (mt, F, nn): F.attention_mask reads either mask
+convention and checks a mask against the scores' shape, once per call, before a layer changes
+anything (what it returns goes down to the ops unchecked), and F.attention_scale is the default
+1 / sqrt(d_k). The fused kernel is the
 backend's (F.scaled_dot_product_attention); the materialised path below, which also returns
 the weights, is the definition it is tested against.
 """
@@ -52,24 +53,32 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
     can be returned: (output, weights). The two paths are tested equal. A mask may be an
     array, nested lists or a Tensor.
     """
-    mask = F.hidden_mask(attn_mask, mask, dropout_p, "scaled_dot_product_attention")  # an array, or None
+    scores_shape = F.attention_scores_shape(q, k, v)  # (..., Tq, Tk), once q, k and v are known to fit
+    dtype = np.result_type(q.dtype, k.dtype, v.dtype)  # the scores' dtype
+    mask = F.attention_mask(mask, scores_shape, "scaled_dot_product_attention", dtype, attn_mask=attn_mask,
+                            dropout_p=dropout_p)  # the one check: an array, or None
+    return attend(q, k, v, mask, is_causal, scale, return_weights)
+
+
+def attend(q, k, v, mask, is_causal=False, scale=None, return_weights=False):
+    """scaled_dot_product_attention's work, on a mask that F.attention_mask has checked (True hides,
+    or a float in the scores' dtype, or None): the layers below check theirs before a cache grows,
+    and pass it here as it is."""
     if not return_weights:
-        return F.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal, scale=scale,
-                                              causal_alignment="bottom_right")
+        return mt.ops.Attention.apply(q, k, v, mask=mask, scale=scale, is_causal=is_causal)  # fused, tiled
     # BEGIN SOLUTION attention_masks
-    scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
     hidden = np.zeros((q.shape[-2], k.shape[-2]), dtype=bool)
     if is_causal:
         hidden = causal_mask(q.shape[-2], k.shape[-2])
     scale = F.attention_scale(q.shape[-1]) if scale is None else scale  # 1 / sqrt(d_k)
     scores = (q * scale) @ k.swapaxes(-1, -2)  # (..., Tq, d_k) @ (..., d_k, Tk) -> (..., Tq, Tk); scaled first,
     # as the fused kernels and PyTorch: in float32, q k^T past 3.4e38 would overflow before the scale
-    mask = F.attention_mask(mask, scores_shape, "scaled_dot_product_attention", scores.dtype)
     if mask is not None and mask.dtype == np.bool_:
         hidden = hidden | mask
     elif mask is not None:
         scores = scores + mt.tensor(mask)
-    weights = scores.softmax(axis=-1, mask=np.broadcast_to(hidden, scores.shape))  # hidden -> 0
+    hidden = np.broadcast_to(hidden, scores.shape)  # it fits: built from a checked mask and (Tq, Tk)
+    weights = mt.ops.Softmax.apply(scores, axis=-1, mask=hidden)  # hidden -> 0; the op takes a checked mask
     return weights @ v, weights
     # END SOLUTION
 
@@ -215,7 +224,7 @@ class MultiHeadAttention(Module):
         k, v = k.unsqueeze(2), v.unsqueeze(2)  # (B, Hkv, S, dh) -> (B, Hkv, 1, S, dh)
         if mask is not None and mask.ndim >= 3:
             mask = np.broadcast_to(mask, (B, H, T, S)).reshape(B, self.kv_heads, G, T, S)  # -> (B, Hkv, G, T, S)
-        result = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal, return_weights=need_weights)
+        result = attend(q, k, v, mask, is_causal=is_causal, return_weights=need_weights)  # the mask: checked above
         out, weights = result if need_weights else (result, None)
         out = merge_heads(out.reshape(B, H, T, dh))  # (B, Hkv, G, T, dh) -> (B, H, T, dh) -> (B, T, d)
         out = self.w_o(out)
@@ -275,7 +284,7 @@ class MultiHeadLatentAttention(Module):
         q = split_heads(self.w_q(x), H)  # (B, H, T, dh)
         k = split_heads(self.w_uk(c), H)  # (B, H, S, dh): keys expanded from the latents
         v = split_heads(self.w_uv(c), H)
-        out = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal)
+        out = attend(q, k, v, mask, is_causal=is_causal)  # the mask: checked above
         return self.w_o(merge_heads(out))
 
 

@@ -3,8 +3,11 @@
 import numpy as np
 
 from .. import ops
-from ..backends.conventions import default_scale
-from ..ops.axes import axis_or_dim, check_mask, mask_array
+from ..autograd_errors import not_a_tensor
+from ..backends.conventions import common_dtype, default_scale
+from ..ops.attention import check_attention_inputs
+from ..ops.axes import axis_or_dim
+from ..ops.masks import check_mask
 from ..random import generator
 from ..tensor import Tensor
 from .normalization import last_axis_size
@@ -75,19 +78,22 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
     mask       keyword only, the seeds' and nn.MultiheadAttention's meaning used everywhere
                else in minitensor: a boolean mask marks with True the HIDDEN keys; a float
                mask is added (in the scores' dtype).
-    Either may be a NumPy array or a Tensor (the rule: ops/axes.py, check_mask); giving both
-    is refused. dropout_p is accepted for PyTorch's positions only as 0.
+    Either may be a NumPy array or a Tensor (the rule: ops/masks.py, check_mask, called once here;
+    the op below takes the checked array); giving both is refused. dropout_p is accepted for
+    PyTorch's positions only as 0.
 
     is_causal with Tq queries and Tk != Tk keys: causal_alignment="top_left" (the default, PyTorch's
     answer under its name) lets query i see keys j <= i; "bottom_right" takes the queries as the
     last Tq of the Tk positions (query i sees j <= i + Tk - Tq: a KV cache's alignment, which
     models.attention's function of the same name uses by default). With Tq = Tk they agree.
     """
-    hidden = hidden_mask(attn_mask, mask, dropout_p, "scaled_dot_product_attention")
+    scores_shape = attention_scores_shape(q, k, v)  # (batch..., Tq, Tk)
     if causal_alignment not in ("top_left", "bottom_right"):
         raise ValueError(f"scaled_dot_product_attention: causal_alignment must be 'top_left' or 'bottom_right', "
                          f"got {causal_alignment!r}")
     bias = attn_mask if attn_mask is not None else mask
+    hidden = attention_mask(mask, scores_shape, "scaled_dot_product_attention", common_dtype(q, k, v),
+                            attn_mask=attn_mask, dropout_p=dropout_p)
     if isinstance(bias, Tensor) and bias.requires_grad:  # a learned bias (relative positions, ALiBi): it trains
         return _attention_with_learned_bias(q, k, v, bias, scale, is_causal, causal_alignment)
     if is_causal and causal_alignment == "top_left" and q.shape[-2] != k.shape[-2]:
@@ -98,12 +104,11 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
 def _attention_with_learned_bias(q, k, v, bias, scale, is_causal, causal_alignment):
     """softmax(q k^T * scale + bias) v written with the ops (not the fused kernel, which takes a
     mask as a constant), so that the bias gets its gradient: dL/dbias is dL/dscores, summed over
-    the axes the bias was broadcast along (the engine's unbroadcast)."""
+    the axes the bias was broadcast along (the engine's unbroadcast). The caller checked it."""
     if bias.dtype.kind != "f":
         raise TypeError(f"scaled_dot_product_attention: a mask that requires grad must be a float bias (added to "
                         f"the scores), got dtype {bias.dtype}")
     queries, keys = q.shape[-2], k.shape[-2]
-    check_mask(bias.data, q.shape[:-2] + (queries, keys), "scaled_dot_product_attention", scores_dtype=q.dtype)
     scale = default_scale(q.shape[-1]) if scale is None else scale
     scores = (q * scale) @ k.swapaxes(-1, -2) + bias.to(q.dtype)  # (..., Tq, Tk): the scores keep their dtype
     if is_causal:
@@ -124,9 +129,14 @@ def _with_top_left_causal(hidden, q, k):
     return np.where(future, -np.inf, hidden).astype(hidden.dtype, copy=False)
 
 
-def hidden_mask(attn_mask, mask, dropout_p, op):
-    """The mask as minitensor's ops take it (boolean True hides, or a float added), from
-    PyTorch's attn_mask (boolean True takes part) or minitensor's mask (True hides)."""
+def attention_mask(mask, scores_shape, op, scores_dtype, *, attn_mask=None, dropout_p=0.0):
+    """The mask of one attention call, checked once by the one mask rule (ops/masks.py: check_mask)
+    against scores of shape scores_shape = (batch..., queries, keys): an array, boolean with True
+    hiding a key or float in the scores' dtype, or None. `mask` is minitensor's (True hides),
+    `attn_mask` PyTorch's (True takes part; giving both is refused), dropout_p must be 0. For
+    the entries of attention (F.scaled_dot_product_attention, a layer that must check its mask
+    before it changes anything, such as a KV cache), with errors that name the op and its shapes;
+    what they pass down is not checked again."""
     if dropout_p != 0:
         raise ValueError(
             f"{op}: dropout_p={dropout_p!r}: minitensor's attention has no dropout on the weights "
@@ -136,18 +146,18 @@ def hidden_mask(attn_mask, mask, dropout_p, op):
         raise ValueError(
             f"{op}: give attn_mask (PyTorch's: True takes part) or mask (minitensor's: True hides), not both"
         )
-    if attn_mask is None:
-        return mask_array(mask)
-    attn_mask = mask_array(attn_mask)
-    return ~attn_mask if attn_mask.dtype == np.bool_ else attn_mask
+    if attn_mask is not None:
+        return check_mask(attn_mask, scores_shape, op, scores_dtype, true_means="taking part")
+    return None if mask is None else check_mask(mask, scores_shape, op, scores_dtype)
 
 
-def attention_mask(mask, scores_shape, op, scores_dtype):
-    """`mask` (boolean, True hides; or float, added) checked against attention scores of shape
-    scores_shape = (batch..., queries, keys) by the one mask rule (ops/axes.py: check_mask), as
-    an array in the scores' dtype; None stays None. For a layer that must check its mask before
-    it changes anything (a KV cache), with errors that name the layer and its shapes."""
-    return None if mask is None else check_mask(mask, scores_shape, op, scores_dtype=scores_dtype)
+def attention_scores_shape(q, k, v):
+    """(batch..., Tq, Tk), the shape of the scores of attention over q, k, v (Tensors), after
+    checking that they fit together (a ValueError naming the shapes if not)."""
+    for argument in (q, k, v):
+        if not isinstance(argument, Tensor):  # the error Attention.apply would raise
+            raise not_a_tensor(ops.Attention, (q, k, v), argument)
+    return check_attention_inputs(q.data, k.data, v.data)
 
 
 def attention_scale(d_k):

@@ -6,14 +6,13 @@ from .. import backends
 from ..autograd import Function
 from ..backends.conventions import array_module, common_dtype, default_scale
 from ..backends.numpy_backend import matmul as product  # BLAS; not active().matmul: these products are attention's
-from .axes import check_mask
 
 KEY_TILE = 128  # keys per tile: only (..., Tq, KEY_TILE) scores exist at a time, never (..., Tq, Tk)
 
 
-def check_attention_inputs(q, k, v, mask):
-    """Raise a ValueError naming the shapes when q, k, v (and mask) do not fit together;
-    return the mask as the kernels take it (ops.axes.check_mask: the one mask rule)."""
+def check_attention_inputs(q, k, v):
+    """Raise a ValueError naming the shapes when q, k and v do not fit together; return the
+    scores' shape (batch..., Tq, Tk), the shape a mask is checked against (ops.masks.check_mask)."""
     if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
         raise ValueError(
             f"attention: q, k and v need at least 2 axes (..., T, d), got shapes {q.shape}, {k.shape}, {v.shape}"
@@ -28,10 +27,7 @@ def check_attention_inputs(q, k, v, mask):
         raise ValueError(
             f"attention: the batch axes of q {q.shape}, k {k.shape} and v {v.shape} do not broadcast"
         ) from None
-    if mask is None:
-        return None
-    scores_dtype = common_dtype(q, k, v)
-    return check_mask(mask, batch + (q.shape[-2], k.shape[-2]), "attention", scores_dtype=scores_dtype)
+    return batch + (q.shape[-2], k.shape[-2])
 
 
 class Attention(Function):
@@ -39,7 +35,9 @@ class Attention(Function):
 
     q (..., Tq, d_k), k (..., Tk, d_k), v (..., Tk, d_v); the batch axes broadcast.
     mask: boolean (True hides a key from a query) or float (added to the scores),
-    broadcasting to (..., Tq, Tk). is_causal: no query sees a key after its own position,
+    broadcasting to (..., Tq, Tk), as ops.masks.check_mask returns it: the entry that takes
+    the user's mask (F.scaled_dot_product_attention, models.attention) checks it once; this
+    op takes it as checked. is_causal: no query sees a key after its own position,
     the queries being the last Tq of the Tk positions (as when generating with a KV cache).
     A query that sees no key gets a zero output (never NaN). Mixed dtypes: q, k and v are
     cast to their common dtype first (float32 with float64 computes in float64), the rule
@@ -55,7 +53,7 @@ class Attention(Function):
 
     @staticmethod
     def forward(ctx, q, k, v, mask=None, scale=None, is_causal=False):
-        mask = check_attention_inputs(q, k, v, mask)
+        check_attention_inputs(q, k, v)
         dtype = common_dtype(q, k, v)
         q, k, v = (a.astype(dtype, copy=False) for a in (q, k, v))
         scale = default_scale(q.shape[-1]) if scale is None else scale

@@ -12,7 +12,7 @@ import numpy as np
 from .. import backends
 from ..autograd import Function
 from ..backends.conventions import array_module
-from .axes import check_mask, normalize_axis
+from .axes import normalize_axis
 
 
 class Softmax(Function):
@@ -21,7 +21,8 @@ class Softmax(Function):
     Backward is the homework task softmax_backward: the product of softmax's Jacobian with
     grad, without building the Jacobian. Only y is saved: backward never needs x.
 
-    mask (optional, boolean, broadcasting to x): True hides an entry, which then
+    mask (optional, boolean, broadcasting to x, as ops.masks.check_mask returns it: the
+    entry, Tensor.softmax, checks it once and this op takes it as checked): True hides an entry, which then
     gets weight 0 (and no gradient). A row with every entry hidden, or every entry
     -inf, is all zeros with no gradient, never NaN: minitensor's policy for a fully
     masked row (torch.softmax gives NaN there). mt.debug.detect_anomaly reports
@@ -31,8 +32,6 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, x, axis=-1, mask=None):
         axis = normalize_axis(axis, x.ndim, "softmax", x.shape)
-        if mask is not None:
-            mask = check_mask(mask, x.shape, "softmax")
         fast = backends.accelerator_for("softmax", x)  # None by default: the op's own lines run
         if x.shape[axis] == 0:  # nothing to normalise: an empty result, as in PyTorch
             y, mask = x.copy(), None
@@ -81,18 +80,23 @@ class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, x, axis=-1):
         axis = normalize_axis(axis, x.ndim, "log_softmax", x.shape)
-        fast = backends.accelerator_for("log_softmax", x)  # None by default: the op's own lines run
-        if x.shape[axis] == 0:  # nothing to normalise: an empty result, as in PyTorch
-            y = x.copy()
-        elif fast is not None:
-            y = fast(x, axis)
-        else:
-            xp = array_module(x)
-            shifted = x - x.max(axis=axis, keepdims=True)
-            y = shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
+        y = LogSoftmax.of(x, axis)
         ctx.save_for_backward(y)
         ctx.axis = axis
         return y
+
+    @staticmethod
+    def of(x, axis):
+        """log_softmax(x) along a non-negative axis, on plain arrays: forward's value, which
+        CrossEntropy computes the same way (its first step)."""
+        fast = backends.accelerator_for("log_softmax", x)  # None by default: the op's own lines run
+        if x.shape[axis] == 0:  # nothing to normalise: an empty result, as in PyTorch
+            return x.copy()
+        if fast is not None:
+            return fast(x, axis)
+        xp = array_module(x)
+        shifted = x - x.max(axis=axis, keepdims=True)
+        return shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
 
     @staticmethod
     def backward(ctx, grad):

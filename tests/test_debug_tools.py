@@ -346,4 +346,7 @@ def test_gradcheck_and_the_debugging_tools_import_one_way():
     op_check, _ = _imports(package / "debug" / "op_check.py")
     assert "minitensor.gradcheck.measure" in op_check  # the one central-difference measurement
     for path in [package / "sites.py", package / "gradcheck.py", *sorted((package / "debug").glob("*.py"))]:
-        assert not _imports(path)[1], f"{path.name} imports inside a function"
+        # the one exception: torch (a test dependency, not a runtime one), imported by compare_torch.py
+        # only when compare is given a torch module as the reference
+        inside = {m for m in _imports(path)[1] if m.split(".")[0] != "torch"}
+        assert not inside, f"{path.name} imports inside a function"

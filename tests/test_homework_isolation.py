@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from minitensor import homework
-from minitensor.homework import isolation, sandbox, submission
+from minitensor.homework import isolation, sandbox, submission, uids
 from test_homework import ROOT, grade
 
 PROBE = '''
@@ -186,17 +186,21 @@ def test_student_code_never_runs_as_root(tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="user ids are reserved only as root")
-def test_a_dead_graders_uid_reservation_is_reclaimed_and_a_live_one_is_not():
+def test_a_dead_graders_uid_reservation_is_reclaimed_and_a_live_one_is_not(monkeypatch):
+    # A base of this test's own, far above where graders start: a grader in the other test process
+    # (make test runs two) holds the first uids, and this test must neither take nor remove theirs.
+    base = uids.FIRST_UID + 4_000 + os.getpid() % 900
+    monkeypatch.setattr(uids, "FIRST_UID", base)
     dead = subprocess.Popen(["true"])
     dead.wait()
-    stale = sandbox.reservation(sandbox.FIRST_UID)
+    stale = sandbox.reservation(base)
     pathlib.Path(stale).write_text(f"{dead.pid} 1\n")
     taken = sandbox.unused_uid()
     try:
-        assert taken == sandbox.FIRST_UID and pathlib.Path(stale).read_text().split()[0] == str(os.getpid())
+        assert taken == base and pathlib.Path(stale).read_text().split()[0] == str(os.getpid())
         assert sandbox.unused_uid() != taken  # ours is live: not reclaimed
     finally:
-        for uid in range(sandbox.FIRST_UID, sandbox.FIRST_UID + 3):
+        for uid in range(base, base + 3):
             pathlib.Path(sandbox.reservation(uid)).unlink(missing_ok=True)
 
 
@@ -231,7 +235,12 @@ def test_a_submission_that_is_not_plain_files_is_refused_naming_the_path(plant, 
         submission.copy_submission(folder, tmp_path / "copy", sandbox.PACKAGES)
 
 
-def test_a_linked_submission_gets_a_results_file_and_leaves_nothing_behind(tmp_path):
+def test_a_linked_submission_gets_a_results_file_and_leaves_nothing_behind(tmp_path, monkeypatch):
+    # A temporary folder of this test's own: the other test process (make test runs two) grades
+    # beside it and leaves its own minitensor-* folders in /tmp while it runs.
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(sandbox.tempfile, "tempdir", str(private))
     folder = tmp_path / "student"
     shutil.copytree(ROOT / "minitensor", folder / "minitensor", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("models", "demos"):

@@ -97,6 +97,8 @@ def test_every_command_of_the_students_guide_works_in_the_student_copy(docs, stu
         if words[1:4] == ["-m", "minitensor.homework", "grade"]:
             task = words[words.index("--task") + 1]
             assert result.returncode in (0, 1) and task in printed and "tasks passed" in printed, f"{command}\n{printed}"
+        elif words[1:4] == ["-m", "minitensor.homework", "practice"]:  # 1: not every buggy op caught (the starter file)
+            assert result.returncode in (0, 1) and "caught" in printed, f"{command}\n{printed}"
         else:
             assert result.returncode == 0, f"{command}\n{printed}"
         checked.append(command)

@@ -260,14 +260,17 @@ def _graded_model(kind, d, heads, weights, padding=None):
 
     # Named forward so that a node made inside it keeps its module path (attn): where a node was made
     # is looked up through the forward methods of your code, and stops at any other function of it.
+    # (MultiHeadAttention calls models.attention.attend with a checked mask: the weights path is swapped in there)
+    fused_attend = attention.attend
+
     def forward(q, k, v, mask=None, is_causal=False, scale=None, return_weights=False):
-        out, weights = fused(q, k, v, mask=mask, is_causal=is_causal, scale=scale, return_weights=True)
+        out, weights = fused_attend(q, k, v, mask, is_causal=is_causal, scale=scale, return_weights=True)
         return (out, weights) if return_weights else out
 
-    attention.scaled_dot_product_attention = forward
+    attention.attend = forward
 
     def restore():
-        attention.scaled_dot_product_attention = fused
+        attention.attend = fused_attend
 
     if kind == "kv_cache":  # the attention token by token, each step reading the cache (causal)
         def token_by_token(x):

@@ -31,6 +31,7 @@ from ..autograd import Context, unbroadcast
 from ..nn.module import Module
 from .compare_record import record
 from .compare_report import Comparison, Row
+from .compare_torch import compare_with_torch
 from .compare_tolerance import NOISE_MARGIN, ROUNDING_UNITS, difference  # noqa: F401 (compare.difference)
 
 
@@ -44,8 +45,7 @@ def compare(model, reference, *inputs, seed=0, upstream=None, copy_weights=True)
     differ), and each of the model's modules is judged on the torch module's boundary values
     (compare_torch.py)."""
     if any(cls.__module__.startswith("torch") for cls in type(reference).__mro__):
-        from .compare_torch import compare_with_torch  # module by module; it imports torch, only then
-
+        # module by module (compare_torch imports torch inside its functions, only then)
         return compare_with_torch(model, reference, inputs, seed=seed, upstream=upstream, copy_weights=copy_weights)
     copied, missing = _copy_weights(model, reference) if copy_weights else ([], [])
     theirs, out, upstream, _ = record(model, inputs, upstream, seed)

@@ -178,8 +178,10 @@ class SGD(Optimizer):
         if group["momentum"]:
             if "velocity" not in state:
                 state["velocity"] = grad.copy()
-            else:
-                state["velocity"] = group["momentum"] * state["velocity"] + (1 - group["dampening"]) * grad
+            else:  # v = momentum v + (1 - dampening) g, in place (see Adam.update)
+                velocity = state["velocity"]
+                velocity *= group["momentum"]
+                velocity += (1 - group["dampening"]) * grad
             grad = grad + group["momentum"] * state["velocity"] if group["nesterov"] else state["velocity"]
         p.data -= (group["lr"] * grad).astype(p.dtype, copy=False)
 
@@ -205,14 +207,25 @@ class Adam(Optimizer):
         if not state:
             state["t"], state["m"], state["v"] = 0, np.zeros_like(p.data), np.zeros_like(p.data)
         state["t"] += 1
-        t = state["t"]
-        state["m"] = beta1 * state["m"] + (1 - beta1) * grad
-        state["v"] = beta2 * state["v"] + (1 - beta2) * grad * grad
-        m_hat = state["m"] / (1 - beta1**t)
+        t, m, v = state["t"], state["m"], state["v"]
+        # In place, as torch.optim does: m, v and the step are each as large as the parameter, and
+        # a fresh array for every operation (nine per parameter) cost more than the arithmetic.
+        m *= beta1
+        m += (1 - beta1) * grad  # m = b1 m + (1 - b1) g
+        v *= beta2
+        v += (1 - beta2) * np.square(grad)  # v = b2 v + (1 - b2) g**2
         if group.get("amsgrad"):
-            state["v_max"] = np.maximum(state.get("v_max", state["v"]), state["v"])
-        v_hat = state["v_max" if group.get("amsgrad") else "v"] / (1 - beta2**t)
-        p.data -= (group["lr"] * m_hat / (np.sqrt(v_hat) + group["eps"])).astype(p.dtype, copy=False)
+            if "v_max" not in state:
+                state["v_max"] = v.copy()
+            v = np.maximum(state["v_max"], v, out=state["v_max"])  # the largest v so far
+        # p -= lr * m_hat / (sqrt(v_hat) + eps), with m_hat = m / (1 - b1**t), v_hat = v / (1 - b2**t),
+        # grouped as torch.optim.Adam groups it: (lr / (1 - b1**t)) * m / (sqrt(v) / sqrt(1 - b2**t) + eps)
+        denominator = np.sqrt(v)
+        denominator /= math.sqrt(1 - beta2**t)
+        denominator += group["eps"]
+        step = np.divide(m, denominator, out=denominator)
+        step *= group["lr"] / (1 - beta1**t)
+        p.data -= step.astype(p.dtype, copy=False)
 
 
 class AdamW(Adam):
@@ -267,10 +280,12 @@ def _total_norm(grads, norm_type):
         raise ValueError(f"clip_grad_norm_: norm_type must be a positive number or inf, got {norm_type!r}")
     if not grads:
         return 0.0
-    absolute = [np.abs(g.astype(np.float64)) for g in grads]
     if norm_type == math.inf:
-        return max(float(a.max(initial=0.0)) for a in absolute)
-    return float(sum(float(np.sum(a**norm_type)) for a in absolute) ** (1.0 / norm_type))
+        return max(float(np.abs(g).max(initial=0.0)) for g in grads)
+    as_float64 = [g.astype(np.float64, copy=False).ravel() for g in grads]
+    if norm_type == 2:  # the usual case: a dot product per gradient (no array of squares to make)
+        return math.sqrt(sum(float(np.dot(a, a)) for a in as_float64))
+    return float(sum(float(np.sum(np.abs(a) ** norm_type)) for a in as_float64) ** (1.0 / norm_type))
 
 
 # ----------------------------------------------------------------------------

@@ -14,6 +14,8 @@ CASES = [
     (lambda p: optim.Adam(p, lr=0.01), lambda p: torch.optim.Adam(p, lr=0.01)),
     (lambda p: optim.Adam(p, lr=0.01, betas=(0.8, 0.95), weight_decay=0.1), lambda p: torch.optim.Adam(p, lr=0.01, betas=(0.8, 0.95), weight_decay=0.1)),
     (lambda p: optim.AdamW(p, lr=0.01, weight_decay=0.1), lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1)),
+    (lambda p: optim.Adam(p, lr=0.01, amsgrad=True), lambda p: torch.optim.Adam(p, lr=0.01, amsgrad=True)),
+    (lambda p: optim.AdamW(p, lr=0.01, betas=(0.5, 0.6), amsgrad=True), lambda p: torch.optim.AdamW(p, lr=0.01, betas=(0.5, 0.6), amsgrad=True)),
 ]
 
 
@@ -26,7 +28,8 @@ def test_optimizer_matches_torch_step_by_step(index):
     theirs = [torch.tensor(a.copy(), requires_grad=True) for a in start]
     opt, topt = make_ours(ours), make_theirs(theirs)
     for step in range(6):
-        grads = [rng.standard_normal(a.shape) for a in start]
+        # gradients that shrink then grow: amsgrad's largest v differs from the current v
+        grads = [rng.standard_normal(a.shape) * (0.3 if step in (2, 3) else 1.0) for a in start]
         for p, t, g in zip(ours, theirs, grads):
             p.grad, t.grad = g.copy(), torch.tensor(g.copy())
         opt.step()

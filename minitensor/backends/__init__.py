@@ -23,6 +23,10 @@ only thing numpy_backend.py holds is the matrix product (BLAS), which every sett
 import importlib
 import os
 
+from .freed_memory import keep_freed_memory
+
+keep_freed_memory()  # before the first large array: see freed_memory.py
+
 KNOWN = ("numpy", "numba", "cupy")
 KERNELS = (
     "softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "layer_norm", "layer_norm_backward",

@@ -177,7 +177,7 @@ class SGD(Optimizer):
             grad = grad + group["weight_decay"] * p.data
         if group["momentum"]:
             if "velocity" not in state:
-                state["velocity"] = grad.copy()
+                state["velocity"] = np.array(grad, dtype=p.dtype)  # an array, even for a 0-d parameter
             else:  # v = momentum v + (1 - dampening) g, in place (see Adam.update)
                 velocity = state["velocity"]
                 velocity *= group["momentum"]
@@ -220,7 +220,7 @@ class Adam(Optimizer):
             v = np.maximum(state["v_max"], v, out=state["v_max"])  # the largest v so far
         # p -= lr * m_hat / (sqrt(v_hat) + eps), with m_hat = m / (1 - b1**t), v_hat = v / (1 - b2**t),
         # grouped as torch.optim.Adam groups it: (lr / (1 - b1**t)) * m / (sqrt(v) / sqrt(1 - b2**t) + eps)
-        denominator = np.sqrt(v)
+        denominator = np.sqrt(v, out=np.empty_like(v))  # (out=: a 0-d v gives a 0-d array, not a scalar)
         denominator /= math.sqrt(1 - beta2**t)
         denominator += group["eps"]
         step = np.divide(m, denominator, out=denominator)
@@ -280,8 +280,8 @@ def _total_norm(grads, norm_type):
         raise ValueError(f"clip_grad_norm_: norm_type must be a positive number or inf, got {norm_type!r}")
     if not grads:
         return 0.0
-    if norm_type == math.inf:
-        return max(float(np.abs(g).max(initial=0.0)) for g in grads)
+    if norm_type == math.inf:  # np.max, not max(): a NaN anywhere makes the norm NaN, as in PyTorch
+        return float(np.max([np.abs(g).max(initial=0.0) for g in grads]))
     as_float64 = [g.astype(np.float64, copy=False).ravel() for g in grads]
     if norm_type == 2:  # the usual case: a dot product per gradient (no array of squares to make)
         return math.sqrt(sum(float(np.dot(a, a)) for a in as_float64))

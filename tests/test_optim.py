@@ -125,3 +125,27 @@ def test_clip_grad_norm_with_a_nonfinite_gradient_follows_pytorch(bad):
         np.testing.assert_array_equal(p.grad, g)  # raised before changing anything
     with pytest.raises(RuntimeError, match="non-finite"):
         torch.nn.utils.clip_grad_norm_(theirs, 1.0, error_if_nonfinite=True)
+
+
+@pytest.mark.parametrize("index", range(len(CASES)))
+def test_a_zero_dimensional_parameter_steps_as_in_torch(index):
+    """A learnable scalar: NumPy gives scalars, not arrays, for arithmetic on 0-d arrays, and an
+    in-place update of such a result would change nothing (or fail on out=)."""
+    make_ours, make_theirs = CASES[index]
+    ours, theirs = nn.Parameter(np.array(2.0)), torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    opt, topt = make_ours([ours]), make_theirs([theirs])
+    for step in range(4):
+        ours.grad, theirs.grad = 2 * ours.data, 2 * theirs.detach()  # d(p*p)/dp
+        opt.step()
+        topt.step()
+        np.testing.assert_allclose(ours.data, theirs.detach().numpy(), rtol=1e-12, err_msg=f"step {step}")
+        assert isinstance(ours.data, np.ndarray) and ours.data.shape == ()
+
+
+def test_clip_grad_norm_inf_sees_a_nan_in_any_gradient():
+    first, second = nn.Parameter(np.zeros(2, np.float32)), nn.Parameter(np.zeros(2, np.float32))
+    first.grad, second.grad = np.array([1.0, 2.0], np.float32), np.array([np.nan, 1.0], np.float32)
+    assert np.isnan(optim.clip_grad_norm_([first, second], 1.0, norm_type=float("inf")))
+    first.grad, second.grad = np.array([1.0, 2.0], np.float32), np.array([np.nan, 1.0], np.float32)
+    with pytest.raises(RuntimeError, match="total norm of the gradients is nan"):
+        optim.clip_grad_norm_([first, second], 1.0, norm_type=float("inf"), error_if_nonfinite=True)

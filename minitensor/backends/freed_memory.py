@@ -11,7 +11,9 @@ that memory for reuse: 150 faults per step, and the process holds on to its peak
 needed anyway) instead of asking for it again every step.
 
 A process-wide setting of the C library, made once when minitensor is imported, on Linux with
-glibc. MINITENSOR_KEEP_FREED_MEMORY=0 leaves the C library's own settings alone.
+glibc. Its price: a process keeps its peak memory until it ends (each worker of a
+multiprocessing pool its own), where glibc would have given most of it back between steps.
+MINITENSOR_KEEP_FREED_MEMORY=0 (or false, no, off) leaves the C library's own settings alone.
 """
 
 import ctypes
@@ -27,7 +29,8 @@ TRIM_ABOVE = 2**30  # free memory at the top of the heap is given back above thi
 
 def keep_freed_memory():
     """Raise glibc's mmap and trim thresholds (see above); True if it did."""
-    if os.environ.get("MINITENSOR_KEEP_FREED_MEMORY", "1") == "0" or not sys.platform.startswith("linux"):
+    setting = os.environ.get("MINITENSOR_KEEP_FREED_MEMORY", "1").strip().lower()
+    if setting in ("0", "false", "no", "off") or not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")

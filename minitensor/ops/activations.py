@@ -80,7 +80,9 @@ class GELU(Function):
         pdf /= math.sqrt(2 * math.pi)  # phi(x)
         slope = np.multiply(x, pdf, out=pdf)  # x phi(x), then Phi(x) + x phi(x)
         slope += normal_cdf(x) if cdf is None else cdf
-        return grad * slope
+        if slope.dtype != grad.dtype:  # float16 x (Phi is float32) or a grad of another dtype
+            return grad * slope
+        return np.multiply(grad, slope, out=slope)  # grad * slope, into slope (our own array)
 
 
 SQRT_2_OVER_PI = math.sqrt(2 / math.pi)

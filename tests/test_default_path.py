@@ -109,3 +109,24 @@ def test_gelu_backward_computes_phi_itself_after_an_accelerated_forward(approxim
     theirs = torch.from_numpy(x).requires_grad_()
     torch.nn.functional.gelu(theirs, approximate=approximate).sum().backward()
     np.testing.assert_allclose(ours.grad, theirs.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("layout", ["transposed", "strided", "empty", "one element"])
+def test_float32_phi_is_the_same_in_any_layout(layout):
+    base = np.random.default_rng(3).standard_normal((40, 30)).astype(np.float32) * 3
+    x = {"transposed": base.T, "strided": base[::3, ::-2], "empty": base[:0], "one element": base[:1, :1]}[layout]
+    cdf = activations.normal_cdf(x)
+    assert cdf.shape == x.shape and cdf.dtype == np.float32
+    np.testing.assert_array_equal(cdf, activations.normal_cdf(np.ascontiguousarray(x)))
+    np.testing.assert_allclose(cdf, scipy.special.ndtr(x.astype(np.float64)), rtol=0, atol=2.3e-7)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_gelu_of_other_dtypes_keeps_scipys_erf(dtype):
+    x = mt.tensor(np.linspace(-6, 6, 101).astype(dtype), requires_grad=True)
+    with mt.use_backend("numpy"):
+        y = mt.nn.functional.gelu(x)
+        y.sum().backward()
+    exact = x.data.astype(np.float64) * scipy.special.ndtr(x.data.astype(np.float64))
+    assert y.dtype == dtype and x.grad.dtype == dtype
+    np.testing.assert_allclose(y.data, exact, rtol=1e-3 if dtype == np.float16 else 1e-14, atol=1e-3 if dtype == np.float16 else 1e-15)

@@ -59,12 +59,16 @@ class GELU(Function):
         else:
             cdf = normal_cdf(x)  # Phi(x)
             y = x * cdf
-        ctx.save_for_backward(x, cdf)
+        if cdf is None:  # an accelerator's forward: x alone, as its backward kernel takes it
+            ctx.save_for_backward(x)
+        else:
+            ctx.save_for_backward(x, cdf)
         return y.astype(x.dtype, copy=False)  # float16 in, float16 out
 
     @staticmethod
     def backward(ctx, grad):
-        x, cdf = ctx.saved_tensors  # cdf: Phi(x) or s(2u), None where an accelerator ran forward
+        saved = ctx.saved_tensors  # (x, Phi(x) or s(2u)), or (x,) where an accelerator ran forward
+        x, cdf = saved if len(saved) == 2 else (saved[0], None)
         fast = backends.accelerator_for("gelu_backward", x, grad)  # None by default
         if fast is not None:
             return fast(x, grad, ctx.approximate)

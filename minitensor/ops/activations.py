@@ -124,7 +124,7 @@ FAR_LEFT = -2.5
 
 # erf(z) = z P(z^2) / Q(z^2) for |z| <= 4 and +-1 beyond (where float32 rounds it to +-1): the
 # rational fit of Eigen's and XLA's float32 erf, within 4.5e-7 of erf (7.5 float32 steps near
-# 1; tests/test_default_path.py), so Phi is within 2.3e-7: PyTorch's float32 GELU is as far.
+# 1), so Phi is within 2.3e-7 and GELU within PyTorch's float32 tolerance (tests/test_default_path.py).
 ERF_P = (  # P's coefficients, of z^0, z^2, ..., z^12
     -1.60960333262415e-02, -2.95459980854025e-03, -7.34990630326855e-04, -5.69250639462346e-05,
     -2.10102402082508e-06, 2.77068142495902e-08, -2.72614225801306e-10,
@@ -134,8 +134,9 @@ ERF_Q = (-1.42647390514189e-02, -7.37332916720468e-03, -1.68282697438203e-03, -2
 
 
 def erf_float32(z):
-    """erf(z) for a float32 array by the fit above, in float32, a step at a time in place."""
-    z = np.clip(z, np.float32(-4), np.float32(4))  # (z has an axis: on a 0-d array NumPy's steps give scalars)
+    """erf(z) for a float32 array z with at least one axis (a 0-d array's steps give NumPy
+    scalars, which cannot be worked on in place), by the fit above, a step at a time in place."""
+    z = np.clip(z, np.float32(-4), np.float32(4))
     z2 = z * z
     numerator = _horner(z2, ERF_P)
     numerator *= z

@@ -17,7 +17,8 @@ def _numpy_blas_threads():
 
 @pytest.mark.parametrize("backend", [numpy_backend, numba_backend])
 @pytest.mark.parametrize("shapes, one_thread", [(((64, 64), (64, 192)), True), (((3, 8, 64, 64), (64, 32)), True),
-                                               (((600, 600), (600, 600)), False)])
+                                               (((600, 600), (600, 600)), False),
+                                               (((64, 200, 200), (64, 200, 200)), True)])  # 64 calls, each small
 def test_small_products_use_one_blas_thread_and_put_the_count_back(monkeypatch, backend, shapes, one_thread):
     if not _numpy_blas_threads():
         pytest.skip("threadpoolctl sees no BLAS")
@@ -50,6 +51,11 @@ def test_multiply_adds_counts_batches_on_either_side():
     assert blas_threads.multiply_adds(np.ones((5, 2, 3)), np.ones((3, 4))) == 5 * 2 * 3 * 4
     assert blas_threads.multiply_adds(np.ones((2, 3)), np.ones((5, 3, 4))) == 5 * 2 * 3 * 4
     assert blas_threads.multiply_adds(np.ones(3), np.ones(3)) == 3
+
+
+def test_a_batch_is_as_many_blas_calls_as_matrices():
+    assert blas_threads.multiply_adds_per_call(np.ones((5, 2, 3)), np.ones((5, 3, 4))) == 2 * 3 * 4
+    assert blas_threads.multiply_adds_per_call(np.ones((600, 600)), np.ones((600, 600))) == 600**3
 
 
 @pytest.mark.parametrize("free, expected", [(1, 1), (2, 2), (64, 2)])

@@ -50,6 +50,17 @@ def multiply_adds(a, b):
     return max(a.size * m, b.size * n)
 
 
+def multiply_adds_per_call(a, b):
+    """The multiply-adds of one BLAS call of a @ b: NumPy's matmul makes one call per matrix of a
+    batch, and each call wakes (and waits for) the BLAS threads again. A batch of attention's small
+    products, (16, 4, 128, 32) @ (16, 4, 32, 128), is 64 calls of 2**19 multiply-adds: one thread
+    each, however large the batch."""
+    n = a.shape[-2] if a.ndim > 1 else 1
+    k = a.shape[-1]
+    m = b.shape[-1] if b.ndim > 1 else 1
+    return n * k * m
+
+
 class for_product:
     """`with for_product(a, b):` NumPy's BLAS on the threads chosen above for a @ b inside the
     block; the thread count is put back afterwards, so NumPy code outside minitensor keeps
@@ -62,7 +73,7 @@ class for_product:
         self.put_back = []
         if not _numpy_blas():
             return self
-        use = 1 if multiply_adds(self.a, self.b) < ONE_THREAD_BELOW else free_cores()
+        use = 1 if multiply_adds_per_call(self.a, self.b) < ONE_THREAD_BELOW else free_cores()
         for lib in _blas:
             count = lib.get_num_threads()
             if count > use:

@@ -120,3 +120,42 @@ def _graded_by_a_python_others_can_run(request):
         os.environ.pop("MINITENSOR_WORKER_PYTHON", None)
     else:
         os.environ["MINITENSOR_WORKER_PYTHON"] = before
+
+
+def shared_once(tmp_path_factory, name, make):
+    """`make(folder)` run once for the whole test run, its result (a path) shared by every
+    pytest-xdist worker: the first worker to ask makes it under a file lock in the folder the
+    workers' temporary folders share, the others wait for it and reuse it. Without xdist, made
+    once in this run's temporary folder. `make` writes into the empty `folder` it is given."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder, done = shared / f"shared-{name}", shared / f"shared-{name}.done"
+    with FileLock(str(shared / f"shared-{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a worker that died half-way
+            folder.mkdir()
+            done.write_text(str(make(folder)))
+    return pathlib.Path(done.read_text())
+
+
+@pytest.fixture(scope="session")
+def stripped_copy(tmp_path_factory):
+    """A student copy of this repository (homework.strip), made once per run for every test file
+    and worker that reads one. Read it only: a test that changes a copy copies it first
+    (round_trip.copy_of)."""
+    from minitensor import homework
+
+    return shared_once(tmp_path_factory, "stripped-copy", lambda folder: homework.strip(folder / "student"))
+
+
+@pytest.fixture
+def hidden(tmp_path):
+    """A folder of hidden tests (round_trip.HIDDEN), as a teacher passes with grade --extra."""
+    from round_trip import HIDDEN
+
+    folder = tmp_path / "hidden"
+    folder.mkdir()
+    (folder / "test_hidden.py").write_text(HIDDEN)
+    return folder

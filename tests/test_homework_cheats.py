@@ -250,11 +250,10 @@ def test_each_cheat_planted_in_its_task_scores_what_the_copy_earns_without_it(ch
         _plant(copy, _aimed(cheat))
     (hidden / "test_hidden.py").write_text(HIDDEN.replace("the secret", SECRET))
     results = tmp_path / "results.json"
-    start = time.monotonic()
     ok, rows, table = grade(copy, tasks=GRADED, extra=hidden, gradescope=results, python=worker_python,
                             timeout=30, verbose=True)
     document = json.loads(results.read_text())
-    time.sleep(max(0.0, 9 - (time.monotonic() - start)))  # the detached process would have written by now
+    time.sleep(9)  # a detached process its task's worker started, had it lived, would have written by now
     assert json.loads(results.read_text()) == document
     aimed_at = {task: cheat for cheat, task in AIMS.items()}
     got_through = {f"{aimed_at.get(row.task, 'the edited demo and references')} ({row.task})": row.points

@@ -119,7 +119,7 @@ NOT_IN_STUDENT_COPY = [
     "benchmarks/kernels.py",  # the materialised attention backward, product by product
     "tests/test_benchmark_block.py",  # tests benchmarks/block.py, which is not in the copy
     "tests/test_homework_leaks.py",  # the leak test: its patterns spell out the answers it looks for
-    "tests/test_homework.py",  # the round itself: strips and grades whole copies, plants cheats
+    "tests/test_homework.py",  # the round itself: strips copies; the files below grade copies and plant cheats
     "tests/test_homework_grading.py",  # ... in files of one job each, so the suite's two processes share them
     "tests/test_homework_copies.py",
     "tests/test_homework_gradescope.py",

@@ -26,25 +26,28 @@ settings.load_profile("minitensor")
 # `make test` runs the files in two processes (pytest-xdist, --dist loadfile --no-loadscope-reorder):
 # a process takes the next file in this order when it is free. The longest files go first, so the
 # short ones fill in at the end and both processes finish close together; the rest keep the usual
-# order. Seconds summed over a file's tests, one file at a time on the 2-core machine (2026-12-02,
-# warm Numba cache). test_backends.py first: on a fresh clone it compiles the Numba kernels (2 to 3
-# minutes; 18 s warm), which every later file then loads from the on-disk cache.
+# order. Seconds summed over a file's tests in one `make test` on the 2-core machine (2026-12-02,
+# load average 6 to 10: each is about 1.5 times its time on a quiet machine; Numba's cache warm).
+# test_backends.py first: on a fresh clone it compiles the Numba kernels (about 2.5 minutes; 10 s
+# warm), which every later file then loads from the on-disk cache.
 LONGEST_FIRST = [
     "test_backends.py",
-    "test_demos.py",  # 112 s
-    "test_homework_cheats.py",  # 100 s
-    "test_homework_isolation.py",  # 88 s
-    "test_homework_grading.py",  # 80 s
-    "test_homework_gradescope.py",  # 80 s
-    "test_testwriting.py",  # 72 s
-    "test_homework_copies.py",  # 65 s
-    "test_site.py",  # 59 s
-    "test_homework_work_cheats.py",  # 55 s
-    "test_models.py",  # 41 s
-    "test_viz_html.py",  # 35 s
-    "test_homework_student_guide.py",  # 31 s
-    "test_gradcheck_strict.py",  # 26 s
-    "test_homework_leaks.py",  # 18 s
+    "test_demos.py",  # 173 s
+    "test_homework_cheats.py",  # 171 s
+    "test_homework_grading.py",  # 157 s
+    "test_homework_isolation.py",  # 149 s
+    "test_testwriting.py",  # 112 s
+    "test_homework_gradescope.py",  # 91 s
+    "test_homework_copies.py",  # 71 s
+    "test_gradcheck_strict.py",  # 67 s
+    "test_homework_work_cheats.py",  # 67 s
+    "test_site.py",  # 66 s
+    "test_homework_student_guide.py",  # 48 s
+    "test_viz_html.py",  # 46 s
+    "test_homework_leaks.py",  # 38 s
+    "test_models.py",  # 35 s
+    "test_graph_feedback.py",  # 31 s
+    "test_ops.py",  # 27 s
 ]
 
 

@@ -27,11 +27,12 @@ $(RUNTIME_STAMP): setup.cfg pyproject.toml constraints.txt | $(PY)
 	touch $(RUNTIME_STAMP)
 
 # The suite runs in JOBS processes (pytest-xdist), a test file per process at a time (--dist loadfile:
-# a file's module fixtures, such as a built site or a graded copy, are made once). make test JOBS=1: one process.
+# a file's module fixtures, such as a built site or a graded copy, are made once), the longest files
+# first (tests/conftest.py, LONGEST_FIRST; --no-loadscope-reorder keeps that order). make test JOBS=1: one process.
 JOBS ?= 2
 test: $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m pytest $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadfile)
+	$(PY) -m pytest $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadfile --no-loadscope-reorder)
 
 # make demo                        every demo, as the chapters run them (figures in out/figures/)
 # make demo QUICK=1                shortened training runs (figures in out/quick/, marked as quick)

@@ -23,6 +23,42 @@ settings.register_profile(
 settings.load_profile("minitensor")
 
 
+# `make test` runs the files in two processes (pytest-xdist, --dist loadfile --no-loadscope-reorder):
+# a process takes the next file in this order when it is free. The longest files go first, so the
+# short ones fill in at the end and both processes finish close together; the rest keep the usual
+# order. Seconds summed over a file's tests in one `make test` on the 2-core machine (2026-12-02,
+# load average 6 to 10: each is about 1.5 times its time on a quiet machine; Numba's cache warm).
+# test_backends.py first: on a fresh clone it compiles the Numba kernels (about 2.5 minutes; 10 s
+# warm), which every later file then loads from the on-disk cache.
+LONGEST_FIRST = [
+    "test_backends.py",
+    "test_demos.py",  # 173 s
+    "test_homework_cheats.py",  # 171 s
+    "test_homework_grading.py",  # 157 s
+    "test_homework_isolation.py",  # 149 s
+    "test_testwriting.py",  # 112 s
+    "test_homework_gradescope.py",  # 91 s
+    "test_homework_copies.py",  # 71 s
+    "test_gradcheck_strict.py",  # 67 s
+    "test_homework_work_cheats.py",  # 67 s
+    "test_site.py",  # 66 s
+    "test_homework_student_guide.py",  # 48 s
+    "test_viz_html.py",  # 46 s
+    "test_homework_leaks.py",  # 38 s
+    "test_models.py",  # 35 s
+    "test_graph_feedback.py",  # 31 s
+    "test_ops.py",  # 27 s
+]
+
+
+def pytest_collection_modifyitems(config, items):
+    """In a pytest-xdist worker, the files of LONGEST_FIRST first (a stable sort: each file's tests
+    keep their order). Run in one process, the usual order."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        rank = {name: number for number, name in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
@@ -120,3 +156,42 @@ def _graded_by_a_python_others_can_run(request):
         os.environ.pop("MINITENSOR_WORKER_PYTHON", None)
     else:
         os.environ["MINITENSOR_WORKER_PYTHON"] = before
+
+
+def shared_once(tmp_path_factory, name, make):
+    """`make(folder)` run once for the whole test run, its result (a path) shared by every
+    pytest-xdist worker: the first worker to ask makes it under a file lock in the folder the
+    workers' temporary folders share, the others wait for it and reuse it. Without xdist, made
+    once in this run's temporary folder. `make` writes into the empty `folder` it is given."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder, done = shared / f"shared-{name}", shared / f"shared-{name}.done"
+    with FileLock(str(shared / f"shared-{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a worker that died half-way
+            folder.mkdir()
+            done.write_text(str(make(folder)))
+    return pathlib.Path(done.read_text())
+
+
+@pytest.fixture(scope="session")
+def stripped_copy(tmp_path_factory):
+    """A student copy of this repository (homework.strip), made once per run for every test file
+    and worker that reads one. Read it only: a test that changes a copy copies it first
+    (round_trip.copy_of)."""
+    from minitensor import homework
+
+    return shared_once(tmp_path_factory, "stripped-copy", lambda folder: homework.strip(folder / "student"))
+
+
+@pytest.fixture
+def hidden(tmp_path):
+    """A folder of hidden tests (round_trip.HIDDEN), as a teacher passes with grade --extra."""
+    from round_trip import HIDDEN
+
+    folder = tmp_path / "hidden"
+    folder.mkdir()
+    (folder / "test_hidden.py").write_text(HIDDEN)
+    return folder

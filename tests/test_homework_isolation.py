@@ -20,7 +20,7 @@ import pytest
 
 from minitensor import homework
 from minitensor.homework import isolation, sandbox, submission, uids
-from test_homework import ROOT, grade
+from round_trip import ROOT, grade
 
 PROBE = '''
 def probe_reach(paths, grader_pid, grader_cmdline):

@@ -94,8 +94,8 @@ def _case_id(case):
 
 
 @pytest.fixture(scope="module")
-def copy(tmp_path_factory):
-    return homework.strip(tmp_path_factory.mktemp("leaks") / "student")
+def copy(stripped_copy):
+    return stripped_copy
 
 
 def _tracked(root):

@@ -86,7 +86,7 @@ def test_every_command_of_the_students_guide_works_in_the_student_copy(docs, stu
             assert (student / ".venv" / "bin" / "activate").is_file(), "python -m venv .venv runs first"
             continue
         if command == "python -m minitensor.homework grade .":
-            continue  # every task graded: tests/test_homework.py::test_the_stripped_copy_fails_every_task_...
+            continue  # every task graded: tests/test_homework_grading.py::test_the_stripped_copy_fails_every_task_...
         if re.fullmatch(r"python -m minitensor.homework grade \. --task \w+( -v)?", command) and \
                 "softmax_backward" not in command:
             continue  # each task's page prints the same two commands: README.student.md's (softmax_backward) are run

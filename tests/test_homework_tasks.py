@@ -6,7 +6,7 @@ suite, this process), runs the student's code on arrays this test drew, and send
 arrays. The test then compares them here, with PyTorch in float64 or with a measurement
 (tests/_grading.py): nothing that judges runs where the student's code runs, and no reference
 comes from the copy. Each task's tests use only that task and the tasks before it
-(tests/test_homework.py checks this). Inputs are drawn afresh on every run, so no stored answer
+(tests/test_homework_copies.py checks this). Inputs are drawn afresh on every run, so no stored answer
 passes.
 
 Each backward task also runs once at a size where a backward that does O(size) work fits its

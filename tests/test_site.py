@@ -99,7 +99,7 @@ def test_a_task_page_gives_its_hint(site):
         assert f"python -m minitensor.homework grade . --task {task}" in text, task  # as README.student.md says
 
 
-def test_no_page_shows_solution_code_or_states_an_answer(site, tmp_path):
+def test_no_page_shows_solution_code_or_states_an_answer(site, stripped_copy):
     """The pages' code comes from the student copy; every pattern the leak test looks for in the
     copy is looked for in every file of the site too: the site states nothing the copy does not."""
     out, _ = site
@@ -110,7 +110,7 @@ def test_no_page_shows_solution_code_or_states_an_answer(site, tmp_path):
     region = re.compile(r"# BEGIN SOLUTION [a-z_]+(\s*$|\\n|</span>)", re.M)  # a marker over code, not the README's `<task>`
     assert not [name for name, text in texts.items() if region.search(text)]
     copy = []  # what the student copy states already (the seed's 1,088 in demos/multihead.py's check)
-    for path in homework.strip(tmp_path / "student").rglob("*"):
+    for path in stripped_copy.rglob("*"):
         if path.is_file() and path.suffix in (".py", ".md", ".js"):
             copy.append(path.read_text(errors="replace"))
     for task, _, pattern in CASES:

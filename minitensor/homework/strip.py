@@ -119,7 +119,12 @@ NOT_IN_STUDENT_COPY = [
     "benchmarks/kernels.py",  # the materialised attention backward, product by product
     "tests/test_benchmark_block.py",  # tests benchmarks/block.py, which is not in the copy
     "tests/test_homework_leaks.py",  # the leak test: its patterns spell out the answers it looks for
-    "tests/test_homework.py",  # the round itself: strips and grades whole copies, plants cheats
+    "tests/test_homework.py",  # the round itself: strips copies; the files below grade copies and plant cheats
+    "tests/test_homework_grading.py",  # ... in files of one job each, so the suite's two processes share them
+    "tests/test_homework_copies.py",
+    "tests/test_homework_gradescope.py",
+    "tests/test_homework_cheats.py",
+    "tests/test_homework_work_cheats.py",
     "tests/test_homework_teacher.py",  # graded tests whose references state an answer (a mask's offset)
     "minitensor/homework/testwriting/wheats.py",  # correct ops of the test-writing tasks: backward answers
     "minitensor/homework/testwriting/hidden_chaffs.py",  # the buggy ops that grade them, never shown

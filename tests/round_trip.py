@@ -1,0 +1,60 @@
+"""What the homework round's test files share (test_homework*.py): grading a copy into a table, a
+copy of a copy, the hidden tests a Gradescope run holds, and the isolation levels of this machine."""
+
+import io
+import os
+import pathlib
+import shutil
+
+import pytest
+
+from minitensor import homework
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def passed_tasks(rows):
+    return [row.task for row in rows if row.status == "passed"]
+
+
+def grade(path, **kwargs):
+    stream = io.StringIO()
+    ok, rows = homework.grade(path, stream=stream, **kwargs)
+    return ok, rows, stream.getvalue()
+
+
+def copy_of(student, tmp_path):
+    target = tmp_path / "student"
+    shutil.copytree(student, target)
+    return target
+
+
+HIDDEN = (
+    "import pytest\n\n"
+    "def probe_spin():\n"
+    "    while True:\n"
+    "        pass\n\n"
+    "@pytest.mark.task('kv_cache')\n"
+    "def test_an_instructors_extra_check():\n"
+    "    assert False, 'the secret the student must not read early'\n\n"
+    "@pytest.mark.task('kv_cache')\n"
+    "def test_a_student_loop_that_never_ends(student):\n"
+    "    student.call(probe_spin)\n\n"
+    "@pytest.mark.task('kv_cache')\n"
+    "def test_a_hidden_check_that_passes():\n"
+    "    assert True\n"
+)
+
+
+def levels_here():
+    """Every isolation level this machine can grade at, the uid floor where it can keep the
+    teacher's repository out (it refuses to grade where other users can read it)."""
+    from minitensor.homework import isolation
+
+    levels = [level for level, present in [("bubblewrap", isolation.bubblewrap_path()),
+                                           ("landlock", isolation.landlock_abi())] if present]
+    floor = "uid" if os.geteuid() == 0 else "none"
+    return levels + [pytest.param(floor, marks=pytest.mark.skipif(
+        floor == "uid" and os.stat(ROOT).st_mode & 0o005 != 0,
+        reason="other users can read this repository, so the uid level refuses to grade here "
+               "(tests/test_homework_isolation.py checks the refusal)"))]

@@ -3,12 +3,11 @@
 import math
 
 import numpy as np
-import scipy.special
-from scipy.special import expit
 
 from .. import backends
 from ..autograd import Function
 from ..backends.conventions import array_module
+from .special import expit, scipy_special
 
 
 class ReLU(Function):
@@ -119,7 +118,7 @@ def normal_cdf(x):
     # PyTorch's worst is 5e-6): there (7 in 100 of normal inputs) scipy's ndtr, exact.
     far_left = x < FAR_LEFT
     if far_left.any():
-        cdf[far_left] = scipy.special.ndtr(x[far_left])
+        cdf[far_left] = scipy_special().ndtr(x[far_left])
     return cdf
 
 
@@ -161,7 +160,7 @@ def _horner(t, coefficients):
 def _special(x):
     """scipy.special (erf, expit) for NumPy arrays; cupyx.scipy.special for CuPy arrays."""
     if array_module(x) is np:
-        return scipy.special
+        return scipy_special()
     import cupyx.scipy.special
 
     return cupyx.scipy.special

@@ -6,9 +6,9 @@ output, grad is dL/dy, and every product below is elementwise.
 """
 
 import numpy as np
-from scipy.special import expit
 
 from ..autograd import Function
+from .special import expit
 
 
 class Add(Function):

@@ -39,6 +39,9 @@ def single_threaded_blas_for_numba():
         from threadpoolctl import ThreadpoolController
     except ImportError:  # the limit is a speed-up, not a requirement
         return
+    # Load that copy now, so that it is there to limit: Numba loads it only at a kernel's first
+    # np.dot, long after this (and nothing else in minitensor imports SciPy at start: ops/special.py).
+    import scipy.linalg.cython_blas  # noqa: F401
     controller = ThreadpoolController()
     scipy_paths = [lib.filepath for lib in controller.lib_controllers if "scipy.libs" in lib.filepath]
     scipy_blas = controller.select(filepath=scipy_paths)

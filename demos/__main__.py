@@ -5,8 +5,9 @@ demos/figures/ are the reference, and a run agrees with it when every check the 
 holds again.
 
 Two demos run at a time on a machine with two cores or more (--jobs 1: one at a time, its
-output as it prints): the adding problem, the longest, starts first and the others run beside
-it. A running demo's output is printed when it ends, whole. The demos that time something
+output as it prints), the costliest first (COST below): the adding problem starts first, the
+others run beside it, and the short ones come last, to fill whichever side frees up, so that
+neither side waits idle at the end. A running demo's output is printed when it ends, whole. The demos that time something
 (attention_cost, efficient_attention, kv_cache) check ratios and counts, which a neighbour does
 not move (attention_cost times its products in CPU time)."""
 
@@ -25,7 +26,15 @@ from demos._record import read_record
 
 FOLDER = pathlib.Path(__file__).resolve().parent
 REFERENCE = FOLDER / "figures"
-LONGEST = ["adding_problem", "alignment"]  # the two training runs: started first when demos run side by side
+# What each full run costs, in CPU seconds (a run on this project's two-core machine, the Numba
+# kernels already compiled, rounded): only the order matters. Side by side, the costliest start
+# first and the short ones fill in at the end (longest processing time first); a demo missing
+# here counts as short.
+COST = {
+    "adding_problem": 250, "instabilities": 60, "efficient_attention": 60, "alignment": 55, "model_size": 6,
+    "pre_vs_post_norm": 5, "vit_patches": 5, "scaling": 4, "multihead": 4, "attention_cost": 4, "kv_cache": 4,
+    "causal_self_attention": 3, "positional": 2, "soft_lookup": 2, "stacking": 2,
+}
 
 
 def start(name, quick, capture):
@@ -63,14 +72,14 @@ def run(name, quick):
 
 
 def run_all(names, quick, jobs, progress):
-    """{name: (checks, figure, seconds, status)}, up to `jobs` demos at a time, longest first."""
+    """{name: (checks, figure, seconds, status)}, up to `jobs` demos at a time, costliest first."""
     if jobs <= 1:
         results = {}
         for name in names:
             results[name] = run(name, quick)
             progress.update()
         return results
-    queue = sorted(names, key=lambda name: name not in LONGEST)  # the long ones start first
+    queue = sorted(names, key=lambda name: -COST.get(name, 0))  # the costly ones first, the short ones last
     running, results = {}, {}
     while queue or running:
         while queue and len(running) < jobs:

@@ -153,3 +153,24 @@ def test_the_runner_runs_two_demos_side_by_side_and_prints_each_whole(tmp_path, 
     table = out.split("figure\n", 1)[1].split("\n\n")[0].splitlines()
     assert [row.split()[0] for row in table] == ["scaling", "stacking", "adding_problem"]
     assert "2 at a time" in out
+
+
+def test_the_runner_starts_the_costliest_demos_first_and_the_short_ones_last(tmp_path, monkeypatch):
+    """Side by side, the order is by cost (longest processing time first): the adding problem, then
+    the other training runs, then the short demos, which fill whichever side frees up at the end.
+    Every demo has a cost, so that a new one is not taken for a short one by mistake."""
+    from demos import DEMOS
+    from demos import __main__ as runner
+
+    assert set(runner.COST) == set(DEMOS)
+    fake = tmp_path / "demos"
+    fake.mkdir()
+    names = ["stacking", "scaling", "instabilities", "adding_problem", "alignment"]
+    for name in names:
+        (fake / f"{name}.py").write_text(f"from demos._common import Checks\nChecks()('{name} ran', True)\n")
+    monkeypatch.setattr(runner, "FOLDER", fake)
+    started = []
+    original = runner.start
+    monkeypatch.setattr(runner, "start", lambda name, *args, **kwargs: started.append(name) or original(name, *args, **kwargs))
+    assert runner.main([*names, "--jobs", "2"]) == 0
+    assert started == ["adding_problem", "instabilities", "alignment", "scaling", "stacking"]

@@ -21,9 +21,12 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt | $(PY)
 	$(PY) -m pip install -c constraints.txt -e '.[test,docs]'
 	touch $(STAMP) $(RUNTIME_STAMP)
 
-# What the demos, the examples and the debugger need: the runtime packages alone.
+# What the demos, the examples and the debugger need: the runtime packages alone. --no-compile:
+# pip would write the bytecode of every module of NumPy, SciPy, Numba and Matplotlib, which took
+# about 18 of pip's 34 to 43 s here (load 3 to 4); Python writes it for the modules a demo imports,
+# on first import (2 to 3 s).
 $(RUNTIME_STAMP): setup.cfg pyproject.toml constraints.txt | $(PY)
-	$(PY) -m pip install -c constraints.txt -e .
+	$(PY) -m pip install --no-compile -c constraints.txt -e .
 	touch $(RUNTIME_STAMP)
 
 # The suite runs in JOBS processes (pytest-xdist), a test file per process at a time (--dist loadfile:

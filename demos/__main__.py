@@ -5,8 +5,9 @@ demos/figures/ are the reference, and a run agrees with it when every check the 
 holds again.
 
 Two demos run at a time on a machine with two cores or more (--jobs 1: one at a time, its
-output as it prints): the adding problem, the longest, starts first and the others run beside
-it. A running demo's output is printed when it ends, whole. The demos that time something
+output as it prints), the costliest first (COST below): the adding problem starts first, the
+others run beside it, and the short ones come last, to fill whichever side frees up, so that
+neither side waits idle at the end. A running demo's output is printed when it ends, whole. The demos that time something
 (attention_cost, efficient_attention, kv_cache) check ratios and counts, which a neighbour does
 not move (attention_cost times its products in CPU time)."""
 
@@ -25,7 +26,15 @@ from demos._record import read_record
 
 FOLDER = pathlib.Path(__file__).resolve().parent
 REFERENCE = FOLDER / "figures"
-LONGEST = ["adding_problem", "alignment"]  # the two training runs: started first when demos run side by side
+# What each full run costs, in CPU seconds (a run on this project's two-core machine, the Numba
+# kernels already compiled, rounded): only the order matters. Side by side, the costliest start
+# first and the short ones fill in at the end (longest processing time first); a demo missing
+# here counts as short.
+COST = {
+    "adding_problem": 250, "instabilities": 60, "efficient_attention": 60, "alignment": 55, "model_size": 6,
+    "pre_vs_post_norm": 5, "vit_patches": 5, "scaling": 4, "multihead": 4, "attention_cost": 4, "kv_cache": 4,
+    "causal_self_attention": 3, "positional": 2, "soft_lookup": 2, "stacking": 2,
+}
 
 
 def start(name, quick, capture):
@@ -41,10 +50,27 @@ def start(name, quick, capture):
     return process, record, output, time.perf_counter(), scratch
 
 
-def finish(name, running):
-    """Wait for a started demo; print its captured output; return (checks, figure, seconds, exit status)."""
+def reap(process, block=True):
+    """(exit status, CPU seconds) of a started demo once it has ended (block: wait for it), else
+    None. The CPU seconds are the user and system time of the demo's process and of every process
+    it started and waited for (os.wait4's account; efficient_attention measures in fresh
+    processes). Beside the wall-clock seconds they show how much of the run the demo computed and
+    how much it waited for a core that other programs held. Without os.wait4 (Windows): nan."""
+    if not hasattr(os, "wait4"):
+        status = process.wait() if block else process.poll()
+        return None if status is None else (status, float("nan"))
+    pid, wait_status, usage = os.wait4(process.pid, 0 if block else os.WNOHANG)
+    if pid == 0:
+        return None
+    process.returncode = os.waitstatus_to_exitcode(wait_status)
+    return process.returncode, usage.ru_utime + usage.ru_stime
+
+
+def finish(name, running, ended=None):
+    """Wait for a started demo (ended: what reap returned, when it has already ended); print its
+    captured output; return (checks, figure, seconds, CPU seconds, exit status)."""
     process, record, output, started, scratch = running
-    status = process.wait()
+    status, cpu = ended or reap(process)
     seconds = time.perf_counter() - started
     if output is not None:
         output.seek(0)
@@ -52,37 +78,56 @@ def finish(name, running):
         output.close()
     checks, figure = read_record(record)
     scratch.cleanup()
-    return checks, figure, seconds, status
+    return checks, figure, seconds, cpu, status
 
 
 def run(name, quick):
     """Run demos/NAME.py in a fresh process, its output as it prints; return (checks, figure,
-    seconds, exit status)."""
+    seconds, CPU seconds, exit status)."""
     print(f"\n=== {name} ===", flush=True)
     return finish(name, start(name, quick, capture=False))
 
 
 def run_all(names, quick, jobs, progress):
-    """{name: (checks, figure, seconds, status)}, up to `jobs` demos at a time, longest first."""
+    """{name: (checks, figure, seconds, CPU seconds, status)}, up to `jobs` demos at a time, costliest first."""
     if jobs <= 1:
         results = {}
         for name in names:
             results[name] = run(name, quick)
             progress.update()
         return results
-    queue = sorted(names, key=lambda name: name not in LONGEST)  # the long ones start first
+    queue = sorted(names, key=lambda name: -COST.get(name, 0))  # the costly ones first, the short ones last
     running, results = {}, {}
     while queue or running:
         while queue and len(running) < jobs:
             name = queue.pop(0)
             running[name] = start(name, quick, capture=True)
-        done = [name for name, entry in running.items() if entry[0].poll() is not None]
+        ended = {name: reap(entry[0], block=False) for name, entry in running.items()}
+        done = [name for name, status_and_cpu in ended.items() if status_and_cpu is not None]
         for name in done:
-            results[name] = finish(name, running.pop(name))
+            results[name] = finish(name, running.pop(name), ended[name])
             progress.update()
         if not done:
             time.sleep(0.2)
     return results
+
+
+def duration(seconds):
+    minutes, seconds = divmod(round(seconds), 60)
+    return f"{minutes} min {seconds:02d} s"
+
+
+def cpu_summary(rows, jobs):
+    """The line after the total time: the demos' CPU time, the time they would take on `jobs` cores
+    of their own (the larger of CPU time / jobs and the costliest demo's), and the machine's load,
+    so that a run slowed by other programs says so."""
+    total, costliest = sum(row[6] for row in rows), max(rows, key=lambda row: row[6])
+    if total != total:  # nan: no CPU times (no os.wait4)
+        return "CPU time: not measured on this system"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "unknown"
+    return (f"CPU time: {duration(total)} in all, {duration(costliest[6])} the costliest ({costliest[0]}); on "
+            f"{jobs} core{'s' * (jobs != 1)} of their own about {duration(max(total / jobs, costliest[6]))}, "
+            f"the rest of the total time was waiting for cores (load average now: {load})")
 
 
 def main(argv=None):
@@ -101,16 +146,17 @@ def main(argv=None):
         results = run_all(names, args.quick, args.jobs if len(names) > 1 else 1, progress)
     rows = []
     for name in names:
-        checks, figure, seconds, status = results[name]
-        rows.append((name, sum(checks.values()), len(checks), seconds, figure, status))
-    print("\n" + f"{'demo':24}{'checks':>10}{'seconds':>10}  figure")
-    for name, passed, total, seconds, figure, status in rows:
+        checks, figure, seconds, cpu, status = results[name]
+        rows.append((name, sum(checks.values()), len(checks), seconds, figure, status, cpu))
+    print("\n" + f"{'demo':24}{'checks':>10}{'seconds':>10}{'CPU s':>8}  figure")
+    for name, passed, total, seconds, figure, status, cpu in rows:
         shown = os.path.relpath(figure) if figure else f"(stopped with an error, exit status {status})"
-        print(f"{name:24}{passed:>6}/{total:<3}{seconds:>10.1f}  {shown}")
+        print(f"{name:24}{passed:>6}/{total:<3}{seconds:>10.1f}{cpu:>8.1f}  {shown}")
     minutes, seconds = divmod(round(time.perf_counter() - started), 60)
     side_by_side = f", {args.jobs} at a time" if args.jobs > 1 and len(rows) > 1 else ""
     print(f"\ntotal time: {minutes} min {seconds:02d} s for {len(rows)} demo{'s' * (len(rows) != 1)}"
           f"{' (quick)' if args.quick else ''}{side_by_side}")
+    print(cpu_summary(rows, args.jobs if len(rows) > 1 else 1))
     failed = [row[0] for row in rows if row[1] != row[2] or row[5] or not row[2]]
     if failed:
         print(f"checks failed in: {', '.join(failed)}: this run does not agree with the reference figures "

@@ -153,3 +153,52 @@ def test_the_runner_runs_two_demos_side_by_side_and_prints_each_whole(tmp_path, 
     table = out.split("figure\n", 1)[1].split("\n\n")[0].splitlines()
     assert [row.split()[0] for row in table] == ["scaling", "stacking", "adding_problem"]
     assert "2 at a time" in out
+
+
+def test_the_runner_starts_the_costliest_demos_first_and_the_short_ones_last(tmp_path, monkeypatch):
+    """Side by side, the order is by cost (longest processing time first): the adding problem, then
+    the other training runs, then the short demos, which fill whichever side frees up at the end.
+    Every demo has a cost, so that a new one is not taken for a short one by mistake."""
+    from demos import DEMOS
+    from demos import __main__ as runner
+
+    assert set(runner.COST) == set(DEMOS)
+    fake = tmp_path / "demos"
+    fake.mkdir()
+    names = ["stacking", "scaling", "instabilities", "adding_problem", "alignment"]
+    for name in names:
+        (fake / f"{name}.py").write_text(f"from demos._common import Checks\nChecks()('{name} ran', True)\n")
+    monkeypatch.setattr(runner, "FOLDER", fake)
+    started = []
+    original = runner.start
+    monkeypatch.setattr(runner, "start", lambda name, *args, **kwargs: started.append(name) or original(name, *args, **kwargs))
+    assert runner.main([*names, "--jobs", "2"]) == 0
+    assert started == ["adding_problem", "instabilities", "alignment", "scaling", "stacking"]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_the_runner_prints_each_demos_cpu_time_beside_its_seconds(tmp_path, monkeypatch, capsys, jobs):
+    """The table's CPU column counts what a demo computed, in its own process and in the processes
+    it started (efficient_attention measures in fresh ones), and not the time it waited: a demo
+    that sleeps a second uses almost none; the line after the total sums them up, with the load."""
+    from demos import __main__ as runner
+
+    fake = tmp_path / "demos"
+    fake.mkdir()
+    burn = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\n"
+    (fake / "scaling.py").write_text(burn + "from demos._common import Checks\nChecks()('burned', True)\n")
+    (fake / "stacking.py").write_text(
+        "import subprocess, sys, time\n"
+        f"subprocess.run([sys.executable, '-c', {burn!r}], check=True)\ntime.sleep(1)\n"
+        "from demos._common import Checks\nChecks()('slept', True)\n")
+    (fake / "soft_lookup.py").write_text("import time\ntime.sleep(1)\nfrom demos._common import Checks\nChecks()('slept', True)\n")
+    monkeypatch.setattr(runner, "FOLDER", fake)
+    assert runner.main(["scaling", "stacking", "soft_lookup", "--jobs", jobs]) == 0
+    out = capsys.readouterr().out
+    table = out.split("figure\n", 1)[1].split("\n\n")[0].splitlines()
+    seconds, cpu = ({row.split()[0]: float(row.split()[i]) for row in table} for i in (2, 3))
+    # all three import the same (demos._common: Matplotlib); two burn 0.6 s more, stacking in a child
+    assert cpu["scaling"] - cpu["soft_lookup"] >= 0.5 and cpu["stacking"] - cpu["soft_lookup"] >= 0.5, cpu
+    assert seconds["soft_lookup"] - cpu["soft_lookup"] >= 0.9, (cpu, seconds)  # its second asleep is not counted
+    line = out.split("total time:", 1)[1].splitlines()[1]
+    assert line.startswith("CPU time: ") and "the costliest (" in line and "load average now: " in line, line

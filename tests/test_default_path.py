@@ -149,29 +149,16 @@ def test_float32_gelu_is_within_two_millionths_relative_of_the_exact_value_every
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
-def test_tanh_gelu_gradient_where_x_squared_overflows_is_pytorchs_not_nan(dtype):
+def test_tanh_gelu_gradient_where_x_squared_overflows_is_pytorchs(dtype):
+    """float16 is computed in float32, as PyTorch does: its x * x overflowed at |x| = 256 and gave NaN
+    where PyTorch gives the derivative's limits (1, 0). Past sqrt(max) of float32 and float64, both give NaN."""
     values = np.array([800.0, -800.0, 1000.0, -3.0, 0.5], dtype=dtype)
-    if dtype == np.float32:
-        values[:3] *= 1e17  # past sqrt(float32 max)
-    if dtype == np.float64:
-        values[:3] *= 1e153
+    if dtype != np.float16:
+        values[:3] *= 1e17 if dtype == np.float32 else 1e153  # past sqrt(max)
     x = mt.tensor(values, requires_grad=True)
     F.gelu(x, approximate="tanh").sum().backward()
-    theirs = torch.tensor(values.astype(np.float32 if dtype == np.float16 else dtype), requires_grad=True)
+    theirs = torch.tensor(values, requires_grad=True)
     torch.nn.functional.gelu(theirs, approximate="tanh").sum().backward()
-    # the derivative's limits are 1 (x -> +inf) and 0 (x -> -inf): PyTorch's float16 (computed in float32)
-    # gives them; its float32 and float64 give NaN past sqrt(max), where we give the limits
-    np.testing.assert_array_equal(x.grad[:3], [1.0, 0.0, 1.0])
-    np.testing.assert_allclose(x.grad[3:].astype(np.float64), theirs.grad.numpy()[3:].astype(np.float64), rtol=2e-3)
     if dtype == np.float16:
-        np.testing.assert_array_equal(theirs.grad.numpy()[:3], [1.0, 0.0, 1.0])
-
-
-def test_importing_minitensor_does_not_import_scipy_special():
-    """Half a second of every process's start (each graded task's worker among them): imported on
-    the first sigmoid, SiLU or GELU instead (ops/special.py)."""
-    import subprocess
-    import sys
-
-    code = "import sys, minitensor; print('scipy.special' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+        np.testing.assert_array_equal(x.grad[:3], [1.0, 0.0, 1.0])
+    np.testing.assert_allclose(x.grad.astype(np.float64), theirs.grad.numpy().astype(np.float64), rtol=2e-3)

@@ -73,10 +73,11 @@ class GELU(Function):
             return fast(x, grad, ctx.approximate)
         if ctx.approximate == "tanh":  # d/dx [x s(2u)] = s + 2 x s (1 - s) du/dx, s = s(2u)
             s = _tanh_cdf(x) if cdf is None else cdf
-            s_prime = s * (1 - s)  # ds/d(2u), 0 where s has saturated to 0 or 1: then so is the term, not 0 * inf
-            with np.errstate(over="ignore", invalid="ignore"):  # x * x overflows past |x| = 256 in float16
+            if x.dtype == np.float16:  # in float32, as PyTorch computes float16: x * x overflows float16 past 256
+                x, s = x.astype(np.float32), s.astype(np.float32)
+            with np.errstate(over="ignore", invalid="ignore"):  # past sqrt(max): inf * 0 = NaN, PyTorch's answer too
                 du_dx = SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
-                return grad * (s + np.where(s_prime == 0, 0, 2 * x * s_prime * du_dx))
+                return grad * (s + 2 * x * s * (1 - s) * du_dx)
         # dy/dx = Phi(x) + x phi(x). In place after each array's first step: these arrays are as
         # large as x, and a new one per step costs more than the arithmetic.
         pdf = array_module(x).asarray(-0.5 * x)  # (asarray: for a 0-d x, NumPy's products are scalars)

@@ -11,6 +11,9 @@ BENCHMARKS = [name for name in ["overhead", "kernels", "block", "train", "user_m
 
 
 def main(argv):
+    if argv[:1] in (["-h"], ["--help"]):
+        print(f"{__doc__.strip()}\nknown benchmarks: {', '.join(BENCHMARKS)}")
+        return
     names = argv or BENCHMARKS
     for name in names:
         if name not in BENCHMARKS:

@@ -13,6 +13,7 @@ process), the sides take turns round after round, and each ratio is the median o
 ratios, printed with its range over the rounds.
 """
 
+import importlib.util
 import json
 import os
 import statistics
@@ -177,12 +178,20 @@ def main(rounds=ROUNDS):
           f"alternating rounds, the median of per-round ratios [range over rounds]")
     print(describe_machine())
     peaks = machine_peaks()
+    have_torch = importlib.util.find_spec("torch") is not None
+    if not have_torch:
+        print("  PyTorch is not installed (the test extra, which `make test` installs): minitensor's times only")
     for model_name in ("gpt", "mlp"):
-        sides = ("numba", "numpy", "torch")
+        sides = ("numba", "numpy", "torch") if have_torch else ("numba", "numpy")
         results = {side: [] for side in sides}
         for _ in range(rounds):
             for side in sides:
                 results[side].append(run_worker("user_models", f"{model_name}-{side}")["seconds"])
+        if not have_torch:
+            for side in sides:
+                seconds = statistics.median(results[side])
+                print(f"  {model_name.upper()} minitensor ({side}): {seconds * 1e3:7.1f} ms per step")
+            continue
         torch_seconds = statistics.median(results["torch"])
         print(f"  {model_name.upper()}: PyTorch eager (2 threads) {torch_seconds * 1e3:.1f} ms per step")
         for side in ("numba", "numpy"):

@@ -30,3 +30,30 @@ def test_the_overhead_line_adds_up(monkeypatch):
     ours, theirs, ratio = re.search(r"([\d.]+) us per op, PyTorch ([\d.]+) us: ([\d.]+)x", line).groups()
     assert abs(float(ours) / float(theirs) - float(ratio)) < 0.01, line
     assert "(rounds 0.82x to 4.00x)" in line
+
+
+def test_benchmarks_help_lists_every_benchmark():
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "benchmarks", "--help"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "user_models" in result.stdout and "overhead" in result.stdout
+
+
+def test_user_models_without_pytorch_prints_minitensors_times_only(monkeypatch, capsys):
+    """`make demo`'s environment has no PyTorch: the benchmark says so instead of a worker's traceback."""
+    import importlib.util
+
+    from benchmarks import common, user_models
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real_find_spec(name, *a))
+    sides = []
+    monkeypatch.setattr(user_models, "run_worker", lambda module, side: sides.append(side) or {"seconds": 0.01})
+    monkeypatch.setattr(common, "machine_peaks", lambda: None)
+    monkeypatch.setattr(common, "describe_machine", lambda: "a machine")
+    user_models.main(rounds=1)
+    out = capsys.readouterr().out
+    assert "PyTorch is not installed" in out and "GPT minitensor (numba):    10.0 ms per step" in out
+    assert not any(side.endswith("torch") for side in sides)

@@ -76,7 +76,13 @@ def test_plain_records_name_the_same_culprit(bug):
     reference.load_state_dict(student.state_dict())
     ours, _, _, _ = record(reference, [x], upstream)
     rows = judge(plain(theirs), plain(ours), rerun=False)
-    assert _found(Comparison(rows)) == EXPECTED[bug]
+    comparison = Comparison(rows)
+    assert _found(comparison) == EXPECTED[bug]
+    # Without re-running an op, a node whose gradient departs is the culprit only when the
+    # gradient it received agrees: every node upstream of the bug merely inherits it.
+    assert len(comparison.culprits) == 1, str(comparison)
+    departing = [r for r in comparison.rows if r.verdict in ("culprit", "inherited")]
+    assert all(r.verdict == "inherited" for r in departing if r is not comparison.culprit), str(comparison)
 
 
 def test_the_upstream_gradient_is_random_seeded_and_not_all_ones():
@@ -144,6 +150,16 @@ def test_difference_uses_the_float64_noise_and_the_dtypes_rounding():
     assert difference(reference + np.float32(1e-3), reference, noise=1e-3) is None  # the reference's own error
     assert difference(np.array([np.nan]), np.array([1.0])) is not None
     assert difference(np.array([np.nan]), np.array([np.nan])) is None
+
+
+def test_a_difference_far_beyond_the_references_noise_is_found():
+    """The noise margin is 8 times the reference's own float64 error (NOISE_MARGIN), plus 64 units
+    of rounding times the largest magnitude (negligible in float64 here: 3e-14)."""
+    worst = difference(np.array([1.0, 2.5]), np.array([1.0, 2.0]), noise=1e-3)
+    assert worst is not None and worst[0] == (1,) and worst[3] == 0.5
+    assert worst[4] == pytest.approx(8e-3, rel=1e-9)  # the tolerance it was held to
+    assert difference(np.array([1.0, 2.009]), np.array([1.0, 2.0]), noise=1e-3) is not None  # 9 x the noise
+    assert difference(np.array([1.0, 2.007]), np.array([1.0, 2.0]), noise=1e-3) is None  # 7 x the noise
 
 
 def test_the_repro_script_runs_the_culprit_alone_and_shows_it_departs(tmp_path):

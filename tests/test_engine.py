@@ -310,6 +310,22 @@ def test_dtype_rules():
         mt.set_default_dtype(np.float32)
 
 
+def test_a_gradient_is_cast_to_its_inputs_dtype():
+    """float32 x times float64 y makes a float64 product, but x.grad stays float32 (as PyTorch):
+    the engine casts each gradient to the dtype of the input it goes to, leaf or not."""
+    x = mt.tensor(np.array([1.5, -2.25], dtype=np.float32), requires_grad=True)
+    y = mt.tensor(np.array([1 / 3, 0.1]), requires_grad=True)
+    a = x * 1.0  # a float32 node between x and the float64 product
+    a.retain_grad()
+    z = a * y
+    assert z.dtype == np.float64
+    z.sum().backward()
+    assert a.grad.dtype == np.float32 and x.grad.dtype == np.float32 and y.grad.dtype == np.float64
+    np.testing.assert_array_equal(x.grad, y.data.astype(np.float32))  # dz/dx = y, rounded once to float32
+    np.testing.assert_array_equal(a.grad, y.data.astype(np.float32))
+    np.testing.assert_array_equal(y.grad, x.data.astype(np.float64))
+
+
 def test_constructors_take_separate_ints_or_a_tuple():
     for make in (mt.zeros, mt.ones, mt.randn, mt.rand):
         assert make(2, 3).shape == (2, 3) == make((2, 3)).shape

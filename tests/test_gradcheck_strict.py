@@ -191,6 +191,38 @@ def test_a_nan_at_any_element_of_a_large_input_fails_every_time():
             mt.gradcheck(lambda x: NanAtOneElement.apply(x), x)
 
 
+class InfAtOneElement(mt.Function):
+    """Identity whose backward is +inf or -inf at one element (an overflow, a division by zero)."""
+
+    value = np.inf
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.copy()
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.copy()
+        grad.reshape(-1)[2] = InfAtOneElement.value
+        return grad
+
+
+@pytest.mark.parametrize("value", [np.inf, -np.inf])
+@pytest.mark.parametrize("size", [6, 5000])  # the full Jacobian; a projection
+def test_an_infinite_derivative_is_reported_as_non_finite_not_as_not_reentrant(value, size, monkeypatch):
+    """An infinite derivative is caught by the finiteness check, which comes first. Were inf
+    missed there, the reentrancy check would meet inf - inf = NaN and report a backward that
+    is not reentrant, which this one is (it gives the same inf every time)."""
+    monkeypatch.setattr(InfAtOneElement, "value", value)
+    x = mt.tensor(np.linspace(-1, 1, size), requires_grad=True)
+    with pytest.raises(mt.GradcheckError) as info:
+        mt.gradcheck(lambda x: InfAtOneElement.apply(x), x)
+    message = str(info.value)
+    assert f"backward gave {value}" in message and "input[2]" in message
+    assert "NaN or infinite" in message
+    assert "not reentrant" not in message
+
+
 def test_each_call_draws_a_new_sample_and_the_seed_replays_one():
     x = mt.randn(40, 50, requires_grad=True)
     first, second = measure(lambda x: x.tanh(), x), measure(lambda x: x.tanh(), x)

@@ -188,6 +188,25 @@ def test_reduction(name, data):
     check(lambda t: mt_fn(t, axis, keepdims), lambda t: torch_fn(t, axis, keepdims), x)
 
 
+@pytest.mark.parametrize("op", ["sum", "mean"])
+@pytest.mark.parametrize("shape, axis", [((3, 3), 1), ((3, 3), -1), ((2, 3, 4), (0, 2)), ((3, 3), 0)])
+def test_a_reductions_gradient_goes_back_along_its_reduced_axes(op, shape, axis):
+    """keepdims=False drops the reduced axes; backward must put them back before broadcasting, or
+    a gradient of shape (3,) for a (3, 3) input reduced over axis 1 spreads along the wrong axis
+    (NumPy broadcasts it as a row) with no shape error to show it. The truth is the upstream
+    gradient (distinct integers) with the axes restored, divided by the count in float64: one
+    rounding, the same as the op's, so the comparison is exact."""
+    x = mt.tensor(np.arange(np.prod(shape), dtype=np.float64).reshape(shape), requires_grad=True)
+    for keepdims in (False, True):
+        y = getattr(x, op)(axis=axis, keepdims=keepdims)
+        upstream = np.arange(1.0, y.size + 1).reshape(y.shape)
+        x.grad = None
+        y.backward(upstream)
+        count = 1 if op == "sum" else int(np.prod([shape[a] for a in np.atleast_1d(axis)]))
+        restored = upstream if keepdims else np.expand_dims(upstream, axis)
+        np.testing.assert_array_equal(x.grad, np.broadcast_to(restored / count, shape))
+
+
 def test_max_ties_share_the_gradient():
     x = mt.tensor([[1.0, 3.0, 3.0], [2.0, 0.0, 2.0]], requires_grad=True)
     x.max(axis=1).sum().backward()

@@ -67,6 +67,26 @@ def test_clip_grad_norm_matches_torch():
         np.testing.assert_allclose(p.grad, t.grad.numpy(), rtol=1e-12)
 
 
+def test_clip_grad_norm_leaves_gradients_under_the_limit_bit_for_bit():
+    """Scale by min(1, max_norm / total): a total norm under max_norm changes nothing (torch
+    multiplies by the clamped 1.0, which leaves every bit), and the norm is still returned."""
+    grads = [np.array([[0.3, -0.4], [0.1, 0.2]]), np.array([0.25, -0.05], dtype=np.float32)]
+    params = [nn.Parameter(np.zeros(g.shape, dtype=g.dtype)) for g in grads]
+    for p, g in zip(params, grads):
+        p.grad = g.copy()
+    expected = np.sqrt(sum(float(np.sum(g.astype(np.float64) ** 2)) for g in grads))
+    assert expected < 1.0
+    for max_norm in (1.0, 10.0, expected * 1.001):
+        total = optim.clip_grad_norm_(params, max_norm)
+        assert total == pytest.approx(expected, rel=1e-12)
+        for p, g in zip(params, grads):
+            assert p.grad.dtype == g.dtype and p.grad.tobytes() == g.tobytes()
+    total = optim.clip_grad_norm_(params, expected / 2)  # over the limit: scaled to it
+    assert total == pytest.approx(expected, rel=1e-12)
+    after = np.sqrt(sum(float(np.sum(p.grad.astype(np.float64) ** 2)) for p in params))
+    assert after == pytest.approx(expected / 2, rel=1e-5)
+
+
 def test_schedules():
     p = [nn.Parameter(np.zeros(1))]
     opt = optim.SGD(p, lr=1.0)

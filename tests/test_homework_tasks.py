@@ -24,7 +24,6 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from _graph_feedback import names_the_node
-from minitensor.homework.remote import Remote
 from _grading import (array_of, assert_close, assert_fits_budget, assert_matches, assert_same_mask, attention,
                       best_seconds, budget, future, torch_expression, wire_seconds)
 
@@ -128,7 +127,7 @@ def probe_topological_order(side, graph):
     nodes = {identity(value.grad_fn): number for number, value in enumerate(values[1:], 1)}
     order = side.module("minitensor.autograd").topological_order(values[-1].grad_fn)
     if type(order) is not list:
-        return order if not isinstance(order, Remote) else "(not a list)"
+        return "(not a list)"
     return [nodes.get(identity(node), -1) for node in order]
 
 

@@ -23,6 +23,7 @@ the same wire format (remote.loopback_side).
 
 import os
 import pathlib
+import re
 import secrets
 import struct
 import subprocess
@@ -34,14 +35,26 @@ from .sandbox import StudentError, WorkerDied, WorkerTimedOut
 from .worker import Handle, encode, read_message
 
 
+def _text(value, limit):
+    return value[:limit] if type(value) is str else ""
+
+
+UNSOLVED = re.compile(r"Task \w{1,60}: ")
+
+
 def _raised(error):
-    """The grader-side exception for the student's: a stub's NotImplementedError keeps its
-    'Task NAME: hint' message (so the grade says which task blocks which); anything else is a
+    """The grader-side exception for the student's, read as data (the worker is the student's
+    process: what it sends is checked and cut to length here): a stub's NotImplementedError keeps
+    its 'Task NAME: hint' message (so the grade says which task blocks which); anything else is a
     StudentError with the student's file and line."""
-    if error.get("unsolved"):
-        return NotImplementedError(error["unsolved"])
-    where = f" ({error['where']})" if error.get("where") else ""
-    message = f"{error['type']}: {error['message']}" if error["message"] else error["type"]
+    error = error if type(error) is dict else {}
+    unsolved = _text(error.get("unsolved"), 1000)
+    if unsolved and UNSOLVED.match(unsolved):
+        return NotImplementedError(unsolved)
+    kind, message, where = _text(error.get("type"), 100) or "an error", _text(error.get("message"), 2000), \
+        _text(error.get("where"), 300)
+    where = f" ({where})" if where else ""
+    message = f"{kind}: {message}" if message else kind
     return StudentError(f"your code raised {message}{where}")
 
 

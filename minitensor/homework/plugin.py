@@ -3,8 +3,9 @@
 `grade` starts pytest with this plugin (`-p minitensor_grader.plugin`) in a process that holds
 the teacher's tests, PyTorch and the comparisons, and never imports the copy. A graded test asks
 for the `student` fixture and calls the student's code through it: `student.call(probe, *args)`
-sends the probe's source and its arguments to the task's worker process (sandbox.py) and gets
-plain values back, which the test compares with its reference here. The plugin keeps the
+runs the probe here, each of its uses of the copy a request to the task's worker process
+(student.py, remote.py, sandbox.py), and gets plain values back, which the test compares with its
+reference here. Once a task's work test fails, its other tests are not counted. The plugin keeps the
 task-marked tests (public ones first, then hidden ones, each group in course order), gives each
 test a time limit, starts one worker per task (a fresh one for the hidden tests, after every
 public test has run), kills every worker before it writes one JSON file:

@@ -51,7 +51,7 @@ def work(test):
         except BaseException as error:  # a failed check, the student's error, a time-out
             task_name = next(mark.args[0] for mark in checked.pytestmark if mark.name == "task")  # @task above @work
             first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            _WORK_FAILED[task_name] = f"{test.__name__}: {first}"
+            _WORK_FAILED.setdefault(task_name, f"{test.__name__}: {first}")  # the first that failed
             raise
 
     checked.work = True

@@ -87,7 +87,7 @@ def test_the_softmax_kernel_is_its_jacobians_product_for_any_rows(student):
     axis = int(generator.integers(-2, 2))
     expected = y * (dy - (dy * y).sum(axis=axis, keepdims=True))
     assert_close("softmax_backward(y, dy) on rows that do not sum to 1", student.call(probe_softmax_kernel, y, dy, axis)
-                 .get("dx"), expected, 1e-12, 1e-12)
+                 .get("dx"), expected, 1e-12, 1e-12, whose="the formula's")
 
 
 @task("layer_norm_backward")
@@ -105,7 +105,8 @@ def test_the_layer_norm_kernel_uses_the_statistics_it_is_given(student):
     x_hat, g = (x - mean) * rstd, dy * weight
     expected = {"dx": rstd * (g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True)),
                 "dweight": (dy * x_hat).sum(0), "dbias": dy.sum(0)}
-    assert_matches(student.call(probe_layer_norm_kernel, dy, x, weight, mean, rstd), expected, 1e-10, 1e-12)
+    assert_matches(student.call(probe_layer_norm_kernel, dy, x, weight, mean, rstd), expected, 1e-10, 1e-12,
+                   whose="the formula's")
 
 
 @task("attention_masks")
@@ -173,4 +174,4 @@ def test_the_attention_backward_uses_the_statistics_it_is_given(student):
     dS = weights * (dP - (dout * out).sum(axis=-1, keepdims=True))
     expected = {"dq": scale * dS @ k, "dk": scale * dS.swapaxes(-1, -2) @ q, "dv": weights.swapaxes(-1, -2) @ dout}
     answer = student.call(probe_attention_kernel, dout, q, k, v, out, row_max, row_sum, scale)
-    assert_matches(answer, expected, 1e-9, 1e-11)
+    assert_matches(answer, expected, 1e-9, 1e-11, whose="the formula's")

@@ -29,8 +29,9 @@ def array_of(answer, key, shape=None, dtype=None):
     return value
 
 
-def assert_close(name, got, expected, rtol=1e-9, atol=1e-11):
-    """Raise AssertionError naming `name`, the worst element, yours against the reference."""
+def assert_close(name, got, expected, rtol=1e-9, atol=1e-11, whose="PyTorch's"):
+    """Raise AssertionError naming `name`, the worst element, yours against the reference
+    (`whose`: PyTorch's, or the formula's where the reference is computed here)."""
     expected = np.asarray(expected, dtype=np.float64)
     got = array_of({name: got}, name, shape=expected.shape)
     if not np.issubdtype(got.dtype, np.floating):
@@ -42,9 +43,9 @@ def assert_close(name, got, expected, rtol=1e-9, atol=1e-11):
     if bad.any():
         worst = np.unravel_index(np.argmax(np.where(bad, np.nan_to_num(error, nan=np.inf) / allowed, -1.0)), bad.shape)
         index = f"[{', '.join(str(int(i)) for i in worst)}]" if worst else ""
-        raise AssertionError(f"{name}: {int(bad.sum())} of {bad.size} elements differ from PyTorch's; worst "
-                             f"{name}{index}: yours {got[worst]!r}, PyTorch's {expected[worst]!r} "
-                             f"(allowed |difference| {allowed[worst]:.3g})")
+        raise AssertionError(f"{name}: {int(bad.sum())} of {bad.size} elements differ from {whose}; worst "
+                             f"{name}{index}: yours {float(got[worst])!r}, {whose} {float(expected[worst])!r} "
+                             f"(allowed |difference| {float(allowed[worst]):.3g})")
 
 
 def torch_expression(expression, inputs, upstream):
@@ -58,12 +59,12 @@ def torch_expression(expression, inputs, upstream):
     return answer
 
 
-def assert_matches(answer, reference, rtol=1e-9, atol=1e-11):
+def assert_matches(answer, reference, rtol=1e-9, atol=1e-11, whose="PyTorch's"):
     """Every entry of the reference against the same entry of the student's answer."""
     if type(answer) is not dict:
         raise AssertionError(f"expected a dict of arrays from the student's side, got {type(answer).__name__}")
     for key, expected in reference.items():
-        assert_close(key, answer.get(key), expected, rtol, atol)
+        assert_close(key, answer.get(key), expected, rtol, atol, whose)
 
 
 def attention(q, k, v, hidden):

@@ -22,6 +22,7 @@ import numpy as np
 try:  # the teacher's minitensor, where the grader has it (`grade` here, not a Gradescope bundle's grader)
     from minitensor.debug.compare import judge
     from minitensor.debug.compare_report import Comparison, first_text, table
+    from minitensor.homework.remote import LocalSide
 except ImportError:  # without it no reference graph can be made: each test keeps its own message
     judge = None
 
@@ -44,7 +45,7 @@ def graph_feedback(student, probe, *args):
         return None
     try:
         theirs = student.call(probe, *args)
-        ours = probe(*args)  # the teacher's code, in the grader's process
+        ours = probe(LocalSide(), *args)  # the same probe on the teacher's code, in the grader's process
         rows = judge(theirs, ours, rerun=False)
     except Exception:  # the student's error is already the test's message; this is only a hint
         return None

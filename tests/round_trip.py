@@ -31,9 +31,8 @@ def copy_of(student, tmp_path):
 
 HIDDEN = (
     "import pytest\n\n"
-    "def probe_spin():\n"
-    "    while True:\n"
-    "        pass\n\n"
+    "def probe_spin(side):\n"
+    "    side.module('time').sleep(10**6)  # the student's side never answers\n\n"
     "@pytest.mark.task('kv_cache')\n"
     "def test_an_instructors_extra_check():\n"
     "    assert False, 'the secret the student must not read early'\n\n"

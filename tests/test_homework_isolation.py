@@ -20,6 +20,7 @@ import pytest
 
 from minitensor import homework
 from minitensor.homework import isolation, sandbox, submission, uids
+import planted
 from round_trip import ROOT, grade
 
 PROBE = '''
@@ -88,9 +89,9 @@ def test_a_worker_reaches_nothing_but_the_copy(level, worker_python, tmp_path, m
         assert box.level == level
         paths = [str(ROOT / "README.md"), str(ROOT / "minitensor" / "ops"), "/etc/shadow", str(hidden_file),
                  str(torch_file), str(first.home / "left-by-a-worker")]
-        first.call(PROBE, "probe_reach", (paths, os.getpid(), cmdline), seconds=60)
+        planted.call(first, PROBE, "probe_reach", (paths, os.getpid(), cmdline), seconds=60)
         first.stop()
-        found = second.call(PROBE, "probe_reach", (paths, os.getpid(), cmdline), seconds=60)
+        found = planted.call(second, PROBE, "probe_reach", (paths, os.getpid(), cmdline), seconds=60)
     finally:
         first.stop()
         second.stop()
@@ -137,7 +138,7 @@ def test_a_worker_reaches_no_network(level, monkeypatch):
         box = sandbox.Sandbox(ROOT)
         worker = box.worker("net")
         try:
-            answer = worker.call(NETWORK_PROBE, "probe", (tcp.getsockname()[1],), seconds=60)
+            answer = planted.call(worker, NETWORK_PROBE, "probe", (tcp.getsockname()[1],), seconds=60)
         finally:
             worker.stop()
             box.close()
@@ -373,7 +374,8 @@ STASH = (  # every probe the worker compiles saved wherever the worker can write
 
 HIDDEN_PROBE = (
     "import pytest\n\n"
-    "def probe_with_a_secret():\n"
+    "def probe_with_a_secret(side):\n"
+    "    side.module('minitensor')\n"
     "    return 'SECRET_MARK'\n\n"
     "@pytest.mark.task('unbroadcast')\n"
     "def test_a_hidden_probe(student):\n"
@@ -437,11 +439,11 @@ def test_a_memory_limit_holds_when_the_copy_patches_resource(tmp_path):
     box = sandbox.Sandbox(folder)
     worker = box.worker("memory")
     try:
-        assert worker.call(source, "big", (100,), seconds=60) == 100 * 2**17  # no limit: 100 MB is fine
+        assert planted.call(worker, source, "big", (100,), seconds=60) == 100 * 2**17  # no limit: 100 MB is fine
         worker.stop()
         worker.start(memory_mb=40)
         with pytest.raises(sandbox.StudentError, match="MemoryError"):
-            worker.call(source, "big", (100,), seconds=60, last=True)
+            planted.call(worker, source, "big", (100,), seconds=60, last=True)
     finally:
         worker.stop()
         box.close()

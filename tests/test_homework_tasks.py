@@ -1,11 +1,12 @@
 """The homework's graded tests, one group per task, in the order of minitensor.homework.TASKS.
 
-Each test runs the student's code through the `student` fixture: a `probe_*` function below is
-sent to the student's side (under `grade`, a worker process of the task's own; in the test
-suite, this process), runs the student's code on arrays this test drew, and sends back plain
-arrays. The test then compares them here, with PyTorch in float64 or with a measurement
-(tests/_grading.py): nothing that judges runs where the student's code runs, and no reference
-comes from the copy. Each task's tests use only that task and the tasks before it
+Each test runs the student's code through the `student` fixture: a `probe_*` function below runs
+here, in the grader, and reaches the student's code through its `side` argument, each import,
+attribute, call and operator a request to a worker process of the task's own (under `grade`; in
+the test suite, this process over the same wire format: minitensor/homework/remote.py). What
+comes back is plain arrays, which the test compares here, with PyTorch in float64 or with a
+measurement (tests/_grading.py): no probe, reference, seed or tolerance is ever in the student's
+process, and no reference comes from the copy. Each task's tests use only that task and the tasks before it
 (tests/test_homework_copies.py checks this). Inputs are drawn afresh on every run, so no stored answer
 passes.
 
@@ -33,7 +34,7 @@ def rng():
     return np.random.default_rng()
 
 
-# A backward task's work tests (@work: timed at a large size, the op's structure, a memory limit)
+# A backward task's work tests (@work: timed at a large size, off the forward's image, a memory limit)
 # run first among its tests; once one fails, the task's other tests fail too, with the reason: a
 # backward that gets the values without doing the work (finite differences, the engine's autograd
 # of composed ops, a (T, T) array of scores) earns no part of the task.
@@ -50,7 +51,7 @@ def work(test):
         except BaseException as error:  # a failed check, the student's error, a time-out
             task_name = next(mark.args[0] for mark in checked.pytestmark if mark.name == "task")  # @task above @work
             first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            _WORK_FAILED[task_name] = f"{test.__name__}: {first}"
+            _WORK_FAILED.setdefault(task_name, f"{test.__name__}: {first}")  # the first that failed
             raise
 
     checked.work = True
@@ -70,70 +71,37 @@ def shape(generator, low, high, axes):
     return tuple(int(n) for n in generator.integers(low, high, axes))
 
 
-# Probes: each runs on the student's side, imports what it uses, returns plain values.
+# Probes: each runs here, in the grader, and reaches the student's code through `side` (a request
+# to the worker for each import, attribute, call and operator: minitensor/homework/remote.py); it
+# returns plain values, which the test judges here.
 
 
-def probe_expression(expression, inputs, upstream, imports=(), backend="numpy"):
-    """`expression` over minitensor tensors of the named inputs, then backward(upstream)."""
-    import importlib
-
-    import numpy as np
-
-    import minitensor as mt
-
-    names = {"np": np, "mt": mt}
+def _imported(side, imports):
+    """{name: the student's object} for each "module:name" of `imports`."""
+    names = {}
     for spec in imports:
         module, name = spec.split(":")
-        names[name] = getattr(importlib.import_module(module), name)
+        names[name] = getattr(side.module(module), name)
+    return names
+
+
+def probe_expression(side, expression, inputs, upstream, imports=(), backend="numpy"):
+    """`expression` over the student's tensors of the named inputs, then backward(upstream)."""
+    mt = side.module("minitensor")
+    names = {"mt": mt, **_imported(side, imports)}
     with mt.use_backend(backend):
         tensors = {name: mt.tensor(array, requires_grad=array.dtype.kind == "f") for name, array in inputs.items()}
         out = eval(expression, names, dict(tensors))
         out.backward(upstream)
     answer = {"out": out.data}
-    answer.update({f"d{name}": t.grad for name, t in tensors.items() if t.requires_grad})
+    answer.update({f"d{name}": tensors[name].grad for name, array in inputs.items() if array.dtype.kind == "f"})
     return answer
 
 
-def probe_nodes_of(expression, inputs, upstream, imports=()):
-    """How the engine records `expression`: the number of nodes its forward records (walked from
-    the output), the op of the last one, and how many ops run while its backward runs (a
-    backward written on arrays runs none; one taken through the engine's own ops runs several)."""
-    import importlib
-
-    import numpy as np
-
-    import minitensor as mt
-    from minitensor import autograd
-
-    names = {"np": np, "mt": mt}
-    for spec in imports:
-        module, name = spec.split(":")
-        names[name] = getattr(importlib.import_module(module), name)
-    with mt.use_backend("numpy"):
-        tensors = {name: mt.tensor(array, requires_grad=True) for name, array in inputs.items()}
-        out = eval(expression, names, dict(tensors))
-        nodes = len(autograd.topological_order(out.grad_fn))
-        op = type(out.grad_fn).__name__ if not hasattr(out.grad_fn, "function") else out.grad_fn.function.__name__
-        ops_in_backward = []
-        original = autograd.Function.__dict__["apply"]
-
-        def counting(cls, *args, **kwargs):
-            ops_in_backward.append(cls.__name__)
-            return original.__func__(cls, *args, **kwargs)
-
-        autograd.Function.apply = classmethod(counting)
-        try:
-            out.backward(upstream)
-        finally:
-            autograd.Function.apply = original
-    return {"nodes": nodes, "op": op, "ops_in_backward": ops_in_backward}
-
-
-def probe_attention_op(q, k, v, upstream, is_causal):
+def probe_attention_op(side, q, k, v, upstream, is_causal):
     """The fused attention op (the tiled kernels), forward and backward."""
-    import minitensor as mt
-    from minitensor.ops.attention import Attention
-
+    mt = side.module("minitensor")
+    Attention = side.module("minitensor.ops.attention").Attention
     with mt.use_backend("numpy"):
         tensors = [mt.tensor(a, requires_grad=True) for a in (q, k, v)]
         out = Attention.apply(*tensors, is_causal=is_causal)
@@ -141,154 +109,115 @@ def probe_attention_op(q, k, v, upstream, is_causal):
     return {"out": out.data, "dq": tensors[0].grad, "dk": tensors[1].grad, "dv": tensors[2].grad}
 
 
-def probe_blas_ready():
+def probe_blas_ready(side):
     """A matrix product large enough that BLAS sets up its threads' buffers (before a call
     under a memory limit, where it could not)."""
-    import numpy as np
+    ones = side.module("numpy").ones
+    ones((512, 512)) @ ones((512, 512))
 
-    np.ones((512, 512)) @ np.ones((512, 512))
 
-
-def probe_topological_order(graph):
+def probe_topological_order(side, graph):
     """Build the graph (each node: an op over earlier nodes, node 0 the leaf), order it."""
-    import numpy as np
-
-    import minitensor as mt
-    from minitensor import autograd
-
+    mt = side.module("minitensor")
+    identity = side.toolbox("identity")
     values = [mt.tensor(np.array([1.0, 2.0]), requires_grad=True)]
     for op, left, right in graph:
         a, b = values[left], values[right]
-        values.append({"add": lambda: a + b, "mul": lambda: a * b, "neg": lambda: -a}[op]())
-    nodes = {id(value.grad_fn): number for number, value in enumerate(values) if value.grad_fn is not None}
-    order = autograd.topological_order(values[-1].grad_fn)
-    return [nodes.get(id(node), -1) for node in order]
+        values.append(a + b if op == "add" else a * b if op == "mul" else -a)
+    nodes = {identity(value.grad_fn): number for number, value in enumerate(values[1:], 1)}
+    order = side.module("minitensor.autograd").topological_order(values[-1].grad_fn)
+    if type(order) is not list:
+        return "(not a list)"
+    return [nodes.get(identity(node), -1) for node in order]
 
 
-def probe_chain_and_diamond(length):
-    import numpy as np
-
-    import minitensor as mt
-
+def probe_chain_and_diamond(side, length):
+    mt = side.module("minitensor")
     x = mt.tensor(np.array([1.0, 2.0]), requires_grad=True)
     a = -x
     ((a + x) + a).backward(np.ones(2))
     y = mt.tensor(np.array(1.0), requires_grad=True)
-    z = y
-    for _ in range(length):
-        z = z + 1.0
-    z.backward()
+    side.toolbox("added_repeatedly")(y, 1.0, length).backward()
     return {"diamond": x.grad, "chain": y.grad}
 
 
-def probe_summed_axes(pairs):
-    from minitensor import autograd
+def probe_summed_axes(side, pairs):
+    summed_axes = side.module("minitensor.autograd").summed_axes
+    answers = [summed_axes(tuple(big), tuple(small)) for big, small in pairs]
+    return [list(axes) if type(axes) in (list, tuple) else "(not a sequence of axes)" for axes in answers]
 
-    return [list(autograd.summed_axes(tuple(big), tuple(small))) for big, small in pairs]
 
-
-def probe_central_difference(x, j, eps):
+def probe_central_difference(side, x, j, eps):
     """The student's central difference of f(x) = sum(sin(x) * x**2) at element j."""
-    import importlib
-
-    import numpy as np
-
-    import minitensor as mt
-
-    gradcheck = importlib.import_module("minitensor.gradcheck")
+    mt = side.module("minitensor")
     t = mt.tensor(x.copy())
-
-    def evaluate():
-        return float(np.sum(np.sin(t.data) * t.data**2))
-
-    return {"partial": np.array(gradcheck._central_difference(t, j, evaluate, eps)), "x_after": t.data}
+    partial = side.module("minitensor.gradcheck")._central_difference(t, j, side.toolbox("sum_sin_x_squared")(t), eps)
+    return {"partial": np.array(partial) if type(partial) in (int, float) else partial, "x_after": t.data}
 
 
-def probe_causal_mask(T, S):
-    from models.attention import causal_mask
-
-    return {"mask": causal_mask(T, S)}
+def probe_causal_mask(side, T, S):
+    return {"mask": side.module("models.attention").causal_mask(T, S)}
 
 
-def probe_masked_attention(q, k, v, padding):
-    import numpy as np
-
-    import minitensor as mt
-    from models.attention import scaled_dot_product_attention
-
+def probe_masked_attention(side, q, k, v, padding):
+    mt = side.module("minitensor")
+    attention = side.module("models.attention")
     with mt.use_backend("numpy"):
         tensors = [mt.tensor(a, requires_grad=True) for a in (q, k, v)]
-        out, weights = scaled_dot_product_attention(*tensors, mask=padding, is_causal=True, return_weights=True)
+        out, weights = attention.scaled_dot_product_attention(*tensors, mask=padding, is_causal=True,
+                                                              return_weights=True)
         out.backward(np.ones(out.shape))  # dL/dout = 1, as the test's reference
     return {"out": out.data, "weights": weights.data, "dq": tensors[0].grad, "dk": tensors[1].grad,
             "dv": tensors[2].grad}
 
 
-def probe_split_merge(x, heads):
-    import minitensor as mt
-    from models.attention import merge_heads, split_heads
+def probe_split_merge(side, x, heads):
+    mt = side.module("minitensor")
+    attention = side.module("models.attention")
+    split = attention.split_heads(mt.tensor(x), heads)
+    return {"heads": split.data, "merged": attention.merge_heads(split).data}
 
-    split = split_heads(mt.tensor(x), heads)
-    return {"heads": split.data, "merged": merge_heads(split).data}
 
-
-def _graded_model(kind, d, heads, weights, padding=None):
-    """The student's model of a model task, run on the student's side: a MultiHeadAttention ("mha")
-    or a pre-norm Block ("block") with the grader's weights (float64), the MultiHeadAttention run
-    token by token with a KVCache ("kv_cache"), or masked attention ("attention": q, k, v -> the
-    output, causal, `padding` hidden). Attention is the materialised
-    one (scores, softmax, weighted sum), so that neither task nor its backward needs the tiled
-    kernel, a later task. Returns (model, a function that undoes the swap)."""
-    import numpy as np
-
-    import minitensor as mt
-    import models.attention as attention
-    from models.attention import MultiHeadAttention
-    from models.transformer import Block
-
+def _graded_model(side, kind, d, heads, weights, padding=None):
+    """The student's model of a model task: a MultiHeadAttention ("mha") or a pre-norm Block
+    ("block") with the grader's weights (float64), the MultiHeadAttention run token by token with a
+    KVCache ("kv_cache"), or masked attention ("attention": q, k, v -> the output, causal, `padding`
+    hidden). Attention is the materialised one (scores, softmax, weighted sum), so that neither task
+    nor its backward needs the tiled kernel, a later task. Returns (model, a function that undoes the swap)."""
+    mt = side.module("minitensor")
+    attention = side.module("models.attention")
     fused = attention.scaled_dot_product_attention
     if kind == "attention":
-        return (lambda q, k, v: fused(q, k, v, mask=padding, is_causal=True, return_weights=True)[0]), lambda: None
-    mt.set_default_dtype(np.float64)
+        return side.toolbox("first_output")(fused, mask=padding, is_causal=True, return_weights=True), lambda: None
+    mt.set_default_dtype("float64")
     try:
-        module = Block(d, heads) if kind == "block" else MultiHeadAttention(d, heads)
+        module = (side.module("models.transformer").Block(d, heads) if kind == "block"
+                  else attention.MultiHeadAttention(d, heads))
     finally:
-        mt.set_default_dtype(np.float32)
-    parameters = dict(module.named_parameters())
+        mt.set_default_dtype("float32")
+    parameters = side.module("builtins").dict(module.named_parameters())
     for name, array in weights.items():
         parameters[name].data = array.copy()
 
-    # Named forward so that a node made inside it keeps its module path (attn): where a node was made
-    # is looked up through the forward methods of your code, and stops at any other function of it.
-    # (MultiHeadAttention calls models.attention.attend with a checked mask: the weights path is swapped in there)
+    # (MultiHeadAttention calls models.attention.attend with a checked mask: the weights path is
+    # swapped in there, a function of the worker's toolbox, so that a node made inside it keeps its
+    # module path: where a node was made is looked up through the forward methods of your code)
     fused_attend = attention.attend
-
-    def forward(q, k, v, mask=None, is_causal=False, scale=None, return_weights=False):
-        out, weights = fused_attend(q, k, v, mask, is_causal=is_causal, scale=scale, return_weights=True)
-        return (out, weights) if return_weights else out
-
-    attention.attend = forward
+    attention.attend = side.toolbox("with_weights")(fused_attend)
 
     def restore():
         attention.attend = fused_attend
 
     if kind == "kv_cache":  # the attention token by token, each step reading the cache (causal)
-        def token_by_token(x):
-            cache, steps = attention.KVCache(), []
-            for t in range(x.shape[1]):
-                steps.append(module(x[:, t : t + 1], is_causal=True, cache=cache))
-            return mt.cat(steps, axis=1)
-
-        return token_by_token, restore
+        return side.toolbox("token_by_token")(module, attention.KVCache, mt.cat), restore
     return module, restore
 
 
-def probe_module(kind, d, heads, weights, x, upstream):
+def probe_module(side, kind, d, heads, weights, x, upstream):
     """A MultiHeadAttention or a pre-norm Block of the student's (_graded_model), forward on x and
     backward of upstream: the output, the input's and every weight's gradient."""
-    import minitensor as mt
-
-    module, restore = _graded_model(kind, d, heads, weights)
+    mt = side.module("minitensor")
+    module, restore = _graded_model(side, kind, d, heads, weights)
     try:
         with mt.use_backend("numpy"):
             t = mt.tensor(x, requires_grad=True)
@@ -301,53 +230,52 @@ def probe_module(kind, d, heads, weights, x, upstream):
     return answer
 
 
-def probe_graph(kind, d, heads, weights, inputs, upstream, padding=None):
+def probe_graph(side, kind, d, heads, weights, inputs, upstream, padding=None):
     """The graph of a model task's model (_graded_model), node by node, forward on `inputs` and
     backward of `upstream`, as plain arrays (minitensor/debug/compare_record.py). The feedback of a
     failed model task (tests/_graph_feedback.py) runs this probe on the student's side and, in the
-    grader, on the teacher's code, and names the first node where the two depart."""
-    import minitensor as mt
-    from minitensor.debug.compare_record import plain, record
-
-    model, restore = _graded_model(kind, d, heads, weights, padding)
+    grader, on the teacher's code (a LocalSide), and names the first node where the two depart."""
+    mt = side.module("minitensor")
+    compare_record = side.module("minitensor.debug.compare_record")
+    model, restore = _graded_model(side, kind, d, heads, weights, padding)
     try:
         with mt.use_backend("numpy"):
-            records = record(model, inputs, upstream)[0]
+            records = compare_record.record(model, inputs, upstream)[0]
     finally:
         restore()
-    return plain(records)
+    return compare_record.plain(records)
 
 
-def probe_tiled_attention(q, k, v, mask, is_causal):
+def probe_tiled_attention(side, q, k, v, mask, is_causal):
     """Attention's own forward (no accelerator) on arrays, with what it saves for backward."""
-    import minitensor as mt
-    from minitensor.autograd import Context
-    from minitensor.ops.attention import Attention
-
-    node = Context(Attention, (False, False, False))
+    mt = side.module("minitensor")
+    Attention = side.module("minitensor.ops.attention").Attention
+    node = side.module("minitensor.autograd").Context(Attention, (False, False, False))
     with mt.use_backend("numpy"):
         out = Attention.forward(node, q, k, v, mask=mask, is_causal=is_causal)
-    row_max, row_sum = node.saved_tensors[4]
+    statistics = node.saved_tensors[4]
+    row_max, row_sum = statistics if type(statistics) in (list, tuple) and len(statistics) == 2 else (None, None)
     return {"out": out, "row_max": row_max, "row_sum": row_sum}
 
 
-def probe_kv_cache(d, heads, weights, x):
-    import numpy as np
-
-    import minitensor as mt
-    from models.attention import KVCache, MultiHeadAttention
-
-    mt.set_default_dtype(np.float64)
+def probe_kv_cache(side, d, heads, weights, x):
+    mt = side.module("minitensor")
+    attention = side.module("models.attention")
+    mt.set_default_dtype("float64")
     try:
-        mha = MultiHeadAttention(d, heads)
+        mha = attention.MultiHeadAttention(d, heads)
     finally:
-        mt.set_default_dtype(np.float32)
-    parameters = dict(mha.named_parameters())
+        mt.set_default_dtype("float32")
+    parameters = side.module("builtins").dict(mha.named_parameters())
     for name, array in weights.items():
         parameters[name].data = array.copy()
-    cache = KVCache()
+    cache = attention.KVCache()
+    steps = []
     with mt.use_backend("numpy"), mt.no_grad():
-        steps = [mha(mt.tensor(x[:, t : t + 1]), is_causal=True, cache=cache).data for t in range(x.shape[1])]
+        for t in range(x.shape[1]):
+            steps.append(mha(mt.tensor(x[:, t : t + 1]), is_causal=True, cache=cache).data)
+    if not all(type(step) is np.ndarray for step in steps):
+        return {"steps": "(not arrays)", "length": len(cache)}
     return {"steps": np.concatenate(steps, axis=1), "length": len(cache)}
 
 
@@ -576,11 +504,10 @@ def test_the_central_difference_estimates_each_partial_and_restores_x(student):
 @task("softmax_backward")
 @work
 def test_softmax_backward_at_a_large_size(student):
-    """One op whose backward runs no op (not the engine's autograd of a composed softmax), and
-    timed at a large size."""
+    """Timed at a large size: a backward that estimates each gradient element numerically does
+    not fit the budget. (Whether it is a formula is judged off the forward's image, on saved
+    tensors no forward produces: tests/test_homework_teacher.py.)"""
     generator = rng()
-    _assert_one_op(student, f"x.softmax(axis={int(generator.integers(-2, 2))})",
-                   {"x": generator.standard_normal(shape(generator, 2, 8, 2))}, "Softmax")
     inputs = {"x": generator.standard_normal((int(generator.integers(20, 50)), int(generator.integers(4000, 8000))))}
     axis = -1 if generator.random() < 0.5 else 0
     _timed_expression(student, f"x.softmax(axis={axis})", f"torch.softmax(x, dim={axis})", inputs,
@@ -595,16 +522,6 @@ def test_softmax_backward(student, axis):
                         {"x": rng().standard_normal(shape(rng(), 1, 8, 2)) * 3}, rtol=1e-10, atol=1e-12)
 
 
-def _assert_one_op(student, expression, inputs, op, imports=()):
-    upstream = rng().standard_normal(np.shape(next(iter(inputs.values()))))
-    answer = student.call(probe_nodes_of, expression, inputs, upstream, imports)
-    assert type(answer) is dict and answer.get("nodes") == 1 and answer.get("op") == op, (
-        f"{expression} must record one node, a {op}; it recorded {answer.get('nodes')!r}, the last a {answer.get('op')!r}")
-    assert answer.get("ops_in_backward") == [], (
-        f"{op}.backward ran the engine's ops {answer.get('ops_in_backward')}: it must compute the gradient on "
-        f"arrays itself, not through the engine's autograd of other ops")
-
-
 # 8 -------------------------------------------------------------------------
 def _layer_norm_inputs(generator, rows, d):
     return {"x": generator.standard_normal((rows, d)) * 2 + 1, "w": generator.standard_normal(d),
@@ -614,11 +531,8 @@ def _layer_norm_inputs(generator, rows, d):
 @task("layer_norm_backward")
 @work
 def test_layer_norm_backward_at_a_large_size(student):
-    """One op whose backward runs no op (not the engine's autograd of a composed layer norm),
-    and timed at a large size."""
+    """Timed at a large size (and judged off the forward's image: tests/test_homework_teacher.py)."""
     generator = rng()
-    _assert_one_op(student, "LayerNormFunction.apply(x, w, b, eps=1e-5)", _layer_norm_inputs(generator, *shape(generator, 2, 8, 2)),
-                   "LayerNormFunction", imports=["models.layernorm:LayerNormFunction"])
     rows, d = int(generator.integers(100, 200)), int(generator.integers(1000, 2000))
     _timed_expression(student, "LayerNormFunction.apply(x, w, b, eps=1e-5)",
                       f"torch.nn.functional.layer_norm(x, ({d},), w, b, eps=1e-5)", _layer_norm_inputs(generator, rows, d),
@@ -831,24 +745,13 @@ def test_kv_cache_generation_equals_full_attention(student):
 # Demo tasks: the functions a demo's task asks for, on inputs drawn here --------------
 
 
-def probe_demo(name, function, *args):
-    """demos/NAME.py's FUNCTION(*args), without running the demo's experiment; tensors come
-    back as their arrays."""
-    import minitensor as mt
-
-    demo = load_demo(name)  # noqa: F821 (the student's side provides load_demo)
+def probe_demo(side, name, function, *args):
+    """demos/NAME.py's FUNCTION(*args), without running the demo's experiment (the worker's
+    load_demo); tensors come back as their arrays."""
+    mt = side.module("minitensor")
+    demo = side.toolbox("load_demo")(name)
     result = getattr(demo, function)(*[mt.tensor(a) if hasattr(a, "dtype") and a.dtype.kind == "f" else a for a in args])
-
-    def plain(value):
-        if isinstance(value, mt.Tensor):
-            return value.data
-        if isinstance(value, (tuple, list)):
-            return [plain(item) for item in value]
-        if isinstance(value, dict):
-            return {key: plain(item) for key, item in value.items()}
-        return value
-
-    return plain(result)
+    return side.toolbox("plain_values")(result)
 
 
 def _flops(function):

@@ -11,6 +11,7 @@ import torch
 
 from _grading import array_of, assert_close, assert_matches, assert_same_mask, attention
 from test_homework_tasks import _counts_once_the_work_is_done  # noqa: F401 (a task whose work test failed: not counted)
+from test_homework_tasks import work
 from test_homework_tasks import probe_causal_mask, probe_demo, probe_summed_axes, probe_tiled_attention
 
 task = pytest.mark.task
@@ -26,12 +27,11 @@ def _hidden(queries, keys):
     return np.arange(keys)[None, :] > (keys - queries) + np.arange(queries)[:, None]
 
 
-def _backward_of(function, grad, saved, **attributes):
-    """`function`'s own backward (no accelerator) on a node holding `saved`, as the engine calls it."""
-    import minitensor as mt
-    from minitensor.autograd import Context
-
-    node = Context(function, (True,) * 3)
+def _backward_of(side, function, grad, saved, **attributes):
+    """`function`'s own backward (no accelerator) on a node holding `saved`, as the engine calls
+    it: saved tensors that need not be any forward's (off the forward's image)."""
+    mt = side.module("minitensor")
+    node = side.module("minitensor.autograd").Context(function, (True,) * 3)
     node.save_for_backward(*saved)
     for name, value in attributes.items():
         setattr(node, name, value)
@@ -39,17 +39,22 @@ def _backward_of(function, grad, saved, **attributes):
         return function.backward(node, grad)
 
 
-def probe_softmax_kernel(y, dy, axis):
-    from minitensor.ops.softmax import Softmax
-
-    return {"dx": _backward_of(Softmax, dy, (y,), axis=axis, mask=None)}
+def probe_softmax_kernel(side, y, dy, axis):
+    return {"dx": _backward_of(side, side.module("minitensor.ops.softmax").Softmax, dy, (y,), axis=axis, mask=None)}
 
 
-def probe_layer_norm_kernel(dy, x, weight, mean, rstd):
-    from minitensor.ops.normalization import LayerNormFunction
-
-    dx, dweight, dbias = _backward_of(LayerNormFunction, dy, (x, weight, mean, rstd))
+def probe_layer_norm_kernel(side, dy, x, weight, mean, rstd):
+    grads = _backward_of(side, side.module("minitensor.ops.normalization").LayerNormFunction, dy,
+                         (x, weight, mean, rstd))
+    dx, dweight, dbias = grads if type(grads) in (list, tuple) and len(grads) == 3 else (grads, None, None)
     return {"dx": dx, "dweight": dweight, "dbias": dbias}
+
+
+def probe_attention_kernel(side, dout, q, k, v, out, row_max, row_sum, scale):
+    grads = _backward_of(side, side.module("minitensor.ops.attention").Attention, dout,
+                         (q, k, v, out, (row_max, row_sum)), mask=None, scale=scale, is_causal=False)
+    dq, dk, dv = grads if type(grads) in (list, tuple) and len(grads) == 3 else (grads, None, None)
+    return {"dq": dq, "dk": dk, "dv": dv}
 
 
 @task("unbroadcast")
@@ -70,33 +75,38 @@ def test_summed_axes_names_exactly_the_axes_broadcasting_added_or_stretched(stud
 
 
 @task("softmax_backward")
+@work
 def test_the_softmax_kernel_is_its_jacobians_product_for_any_rows(student):
     """softmax_backward(y, dy) on rows that are no softmax's output (positive, not summing to 1):
     the product of the Jacobian written in y, which a backward taken from the engine's autograd
-    of a composed softmax (rebuilt from log y) does not give."""
+    of a composed softmax (rebuilt from log y), finite differences or a complex step through the
+    forward do not give. A work test: failing it, the task earns nothing."""
     generator = rng()
     y = generator.uniform(0.1, 2.0, (int(generator.integers(2, 6)), int(generator.integers(2, 9))))
     dy = generator.standard_normal(y.shape)
     axis = int(generator.integers(-2, 2))
     expected = y * (dy - (dy * y).sum(axis=axis, keepdims=True))
     assert_close("softmax_backward(y, dy) on rows that do not sum to 1", student.call(probe_softmax_kernel, y, dy, axis)
-                 .get("dx"), expected, 1e-12, 1e-12)
+                 .get("dx"), expected, 1e-12, 1e-12, whose="the formula's")
 
 
 @task("layer_norm_backward")
+@work
 def test_the_layer_norm_kernel_uses_the_statistics_it_is_given(student):
-    """layer_norm_backward with the rstd of an eps the kernel is not told: it must compute with
-    the mean and rstd forward saved, as a backward taken from a composed layer norm does not."""
+    """layer_norm_backward with a mean and an rstd that are not x's (no eps makes them so): it must
+    compute with the statistics forward saved, as a backward taken from a composed layer norm,
+    finite differences or a complex step through the forward (which recompute them from x) do not.
+    A work test: failing it, the task earns nothing."""
     generator = rng()
     rows, d = (int(n) for n in generator.integers(2, 9, 2))
     x, weight, dy = generator.standard_normal((rows, d)) * 2, generator.standard_normal(d), generator.standard_normal((rows, d))
-    eps = float(generator.uniform(0.05, 1.0))
-    mean = x.mean(axis=-1, keepdims=True)
-    rstd = 1 / np.sqrt(x.var(axis=-1, keepdims=True) + eps)
+    mean = x.mean(axis=-1, keepdims=True) + generator.uniform(-1.0, 1.0, (rows, 1))
+    rstd = generator.uniform(0.2, 3.0, (rows, 1))
     x_hat, g = (x - mean) * rstd, dy * weight
     expected = {"dx": rstd * (g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True)),
                 "dweight": (dy * x_hat).sum(0), "dbias": dy.sum(0)}
-    assert_matches(student.call(probe_layer_norm_kernel, dy, x, weight, mean, rstd), expected, 1e-10, 1e-12)
+    assert_matches(student.call(probe_layer_norm_kernel, dy, x, weight, mean, rstd), expected, 1e-10, 1e-12,
+                   whose="the formula's")
 
 
 @task("attention_masks")
@@ -140,3 +150,28 @@ def test_cache_sizes_of_any_model(student):
         assert type(sizes) is dict and list(sizes) == list(expected), f"{where}: expected the keys {list(expected)}"
         wrong = [name for name in expected if sizes[name] != expected[name]]
         assert not wrong, f"{where}: wrong for {', '.join(wrong)} (yours {[sizes[name] for name in wrong]})"
+
+
+@task("tiled_attention")
+@work
+def test_the_attention_backward_uses_the_statistics_it_is_given(student):
+    """Attention's backward on saved statistics of another input: each row's m and l moved (so its
+    weights P' = exp(S - m') / l' are c_i times the true ones) and the saved output P' V to match.
+    The formulas (dV = P'^T dout, dS = P' * (dP - D), D_i = dout_i . out_i = sum_j P'_ij dP_ij)
+    give one answer from these; finite differences, a complex step or re-running attention on
+    q, k and v give the true gradient instead. A work test: failing it, the task earns nothing."""
+    generator = rng()
+    queries, keys, d = int(generator.integers(2, 9)), int(generator.integers(130, 300)), int(generator.integers(2, 6))
+    q, k = generator.standard_normal((2, queries, d)), generator.standard_normal((2, keys, d))
+    v, dout = generator.standard_normal((2, keys, 3)), generator.standard_normal((2, queries, 3))
+    scale = 1 / np.sqrt(d)
+    scores = q @ k.swapaxes(-1, -2) * scale
+    row_max = scores.max(axis=-1) + generator.uniform(-2.0, 2.0, (2, queries))
+    row_sum = np.exp(scores - row_max[..., None]).sum(axis=-1) * generator.uniform(0.5, 2.0, (2, queries))
+    weights = np.exp(scores - row_max[..., None]) / row_sum[..., None]  # rows that do not sum to 1
+    out = weights @ v
+    dP = dout @ v.swapaxes(-1, -2)
+    dS = weights * (dP - (dout * out).sum(axis=-1, keepdims=True))
+    expected = {"dq": scale * dS @ k, "dk": scale * dS.swapaxes(-1, -2) @ q, "dv": weights.swapaxes(-1, -2) @ dout}
+    answer = student.call(probe_attention_kernel, dout, q, k, v, out, row_max, row_sum, scale)
+    assert_matches(answer, expected, 1e-9, 1e-11, whose="the formula's")

@@ -185,4 +185,59 @@ def test_backwards_through_the_engine_full_attention_and_stored_counts_earn_noth
     ok, rows, table = grade(copy, tasks=tasks, python=worker_python, timeout=30,
                             verbose=True)
     assert [row.points for row in rows] == [10.0] * 5 + [0.0] * 4, table
-    assert "ran the engine's ops" in table and "MemoryError" in table
+    assert "rows that do not sum to 1" in table and "not counted: this task's work test failed" in table, table
+    assert "MemoryError" in table
+
+
+# Softmax's and layer norm's backward by one complex step along the upstream gradient: both
+# Jacobians are symmetric, so Im f(x + i h g) / h = J g = J^T g is the backward, O(n), no engine
+# op; the input rebuilt from what forward saved (log y; x itself, eps recovered from rstd).
+COMPLEX_STEP = '''
+import numpy as _np
+from minitensor.ops import normalization as _lnf
+from minitensor.ops import softmax as _sm
+
+_H = 1e-30
+
+
+def _softmax_of(x, axis):
+    e = _np.exp(x - x.real.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _softmax_backward(ctx, grad):
+    (y,) = ctx.saved_tensors
+    axis = getattr(ctx, "axis", -1)
+    return _softmax_of(_np.log(y) + 1j * _H * grad, axis).imag / _H
+
+
+def _layer_norm_backward(ctx, grad):
+    x, weight, mean, rstd = ctx.saved_tensors
+    eps = float(_np.mean(1 / rstd**2 - x.var(axis=-1, keepdims=True)))
+    g = grad if weight is None else grad * weight
+    z = x + 1j * _H * g
+    centred = z - z.mean(axis=-1, keepdims=True)
+    x_hat = centred / _np.sqrt((centred**2).mean(axis=-1, keepdims=True) + eps)
+    dx = x_hat.imag / _H
+    if weight is None:
+        return dx
+    plain = (x - mean) * rstd
+    return dx, (grad * plain).reshape(-1, x.shape[-1]).sum(0), grad.reshape(-1, x.shape[-1]).sum(0)
+
+
+_sm.Softmax.backward = staticmethod(_softmax_backward)
+_lnf.LayerNormFunction.backward = staticmethod(_layer_norm_backward)
+'''
+
+
+def test_a_backward_by_one_complex_step_earns_nothing(tmp_path, worker_python):
+    """Right on every forward's image (so it passes the public tests, and is O(n): timed ones too),
+    wrong off it, where the teacher's work tests judge the kernels: the tasks earn nothing."""
+    solved = ["topological_order", "elementwise_backward", "unbroadcast", "matmul_backward", "reductions"]
+    copy = homework.strip(tmp_path / "student", keep=solved)
+    _plant_code(copy, COMPLEX_STEP)
+    ok, rows, table = grade(copy, tasks=solved + ["softmax_backward", "layer_norm_backward"], python=worker_python,
+                            timeout=30, verbose=True)
+    assert [row.points for row in rows] == [10.0] * 5 + [0.0] * 2, table
+    public = [line for line in table.splitlines() if "test_softmax_backward" in line or "test_layer_norm_backward" in line]
+    assert public and "not counted: this task's work test failed" in table, table

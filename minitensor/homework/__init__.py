@@ -18,9 +18,10 @@ Solution regions are marked in the code with a task name from TASKS, as comment 
 names that raise. It copies only the files git tracks.
 
 `grade` (grade.py) runs the teacher's tests in a grader process that never imports the copy:
-each test calls the student's code through the `student` fixture (student.py), which runs a
-small probe in a worker process of the task's own (sandbox.py, worker.py) and gets plain arrays
-back; the test compares them with its reference (PyTorch, or a measurement) in the grader.
+each test calls the student's code through the `student` fixture (student.py): its probe runs in
+the grader and reaches the copy by requests to a worker process of the task's own (remote.py,
+sandbox.py, worker.py), which holds no test and answers with plain arrays; the test compares them
+with its reference (PyTorch, or a measurement) in the grader.
 A test-writing task (testwriting/) grades the student's own tests/student/test_<op>.py by the
 buggy implementations of the op it catches among correct ones it must all pass (Examplar).
 `bundle` (bundle.py) writes the Gradescope autograder: setup.sh, run_autograder, the grader and

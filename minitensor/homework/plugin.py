@@ -3,8 +3,9 @@
 `grade` starts pytest with this plugin (`-p minitensor_grader.plugin`) in a process that holds
 the teacher's tests, PyTorch and the comparisons, and never imports the copy. A graded test asks
 for the `student` fixture and calls the student's code through it: `student.call(probe, *args)`
-sends the probe's source and its arguments to the task's worker process (sandbox.py) and gets
-plain values back, which the test compares with its reference here. The plugin keeps the
+runs the probe here, each of its uses of the copy a request to the task's worker process
+(student.py, remote.py, sandbox.py), and gets plain values back, which the test compares with its
+reference here. Once a task's work test fails, its other tests are not counted. The plugin keeps the
 task-marked tests (public ones first, then hidden ones, each group in course order), gives each
 test a time limit, starts one worker per task (a fresh one for the hidden tests, after every
 public test has run), kills every worker before it writes one JSON file:
@@ -71,7 +72,10 @@ def pytest_collection_modifyitems(config, items):
                                    "seconds": 0.0, "hidden": _hidden(item)}
             kept.append(item)
     order = {task: number for number, task in enumerate(ONLY)}
-    kept.sort(key=lambda item: (_hidden(item), order.get(_task_of(item), len(order))))  # stable within a task
+    # a task's work tests (a function marked `work = True`: timed, off the forward's image) first,
+    # whichever file holds them: once one fails, the task's other tests are not counted
+    kept.sort(key=lambda item: (_hidden(item), order.get(_task_of(item), len(order)),
+                                not getattr(getattr(item, "function", None), "work", False)))  # stable otherwise
     items[:] = kept
     config.hook.pytest_deselected(items=dropped)
 
@@ -222,13 +226,29 @@ def pytest_runtest_makereport(item, call):
         error = call.excinfo
         entry.update(outcome="failed", message=_feedback(error.value) if error else report.longreprtext[-2000:],
                      blocked_by=_unsolved_task(error.value) if error else None)
+        if getattr(getattr(item, "function", None), "work", False) and not entry["blocked_by"]:
+            _work_failed.setdefault(entry["task"], f"{item.name}: {entry['message'].splitlines()[0][:300]}"
+                                    if entry["message"] else item.name)
     elif report.skipped and call.when in ("setup", "call"):
         reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
         entry.update(outcome="failed", message="skipped: " + str(reason))
 
 
+_work_failed = {}  # task -> the work test that failed (a backward that gets the values without the work)
+
+
+def _void_the_tasks_whose_work_failed():
+    """A task whose work test failed earns nothing: its tests that passed (public, teacher-only or
+    hidden, before the work test or after it) fail with the work test's reason."""
+    for entry in _tests.values():
+        failed = _work_failed.get(entry["task"])
+        if failed and entry["outcome"] == "passed":
+            entry.update(outcome="failed", message=f"not counted: this task's work test failed ({failed})")
+
+
 def pytest_sessionfinish(session):
     _workers.close()  # no student process is left when the results are written
+    _void_the_tasks_whose_work_failed()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kilobytes on Linux
     with open(RESULTS, "w") as file:
         json.dump({"tests": _tests, "collect_errors": _collect_errors, "finished": time.time(),

@@ -2,7 +2,7 @@
 
     sandbox = Sandbox(copy, isolation="landlock")  # the copy's packages; refuses a weaker fence
     worker = sandbox.worker("softmax_backward")
-    value = worker.call(source, "probe_name", args, kwargs, seconds=60)
+    value = worker.ask({"do": "import", "module": "minitensor"}, seconds=60)  # requests: worker.py
     worker.stop()
     sandbox.close()                                # every process it started is gone
 
@@ -43,6 +43,7 @@ from .worker import MAX_MESSAGE, decode, encode
 
 PACKAGES = ("minitensor", "models", "demos", "benchmarks")  # what a graded copy contributes
 WORKER_FILE = pathlib.Path(__file__).with_name("worker.py")
+RUNNER_FILE = pathlib.Path(__file__).with_name("testwriting") / "runner.py"
 MEMORY_MB = 6144
 CPU_SECONDS = 900
 FILE_MB = 256
@@ -106,14 +107,16 @@ class Sandbox:
                                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "*.pth"))
             self.worker_file = self.root / "worker.py"
             shutil.copy2(WORKER_FILE, self.worker_file)
-            for path in [self.root, *self.code.rglob("*"), self.worker_file]:
+            self.runner_file = self.root / "runner.py"  # a test-writing task's runs (worker.py's run_tests)
+            shutil.copy2(RUNNER_FILE, self.runner_file)
+            for path in [self.root, *self.code.rglob("*"), self.worker_file, self.runner_file]:
                 path.chmod(0o755 if path.is_dir() else 0o644)
             self.root.chmod(0o711)  # the worker may pass through, not list
             self.cache = self._home("numba-cache")  # shared by the workers: a kernel compiles once a run
             self._processes_before = sum(owner == os.getuid() for _, owner in running_processes().values())
             self.environment = self._environment()
             self.site = isolation.link_packages(self.environment, self.root / "site")
-            self.readable = [self.code, self.worker_file, self.site]
+            self.readable = [self.code, self.worker_file, self.runner_file, self.site]
             self.level, self.refused = self._strongest_level(minimum)
         except BaseException:
             self.close()
@@ -313,26 +316,26 @@ class Worker:
         self.process.stdin.write(struct.pack("<Q", len(request)) + request)
         self.process.stdin.flush()
 
-    def _next_frame(self, deadline):
+    def _next_frame(self, deadline, handles=None):
         (length,) = struct.unpack("<Q", self._read(8, deadline))
         if length > MAX_MESSAGE:
             raise WorkerDied(f"the answer was {length} bytes, over the limit of {MAX_MESSAGE}")
-        return decode(self._read(length, deadline))
+        return decode(self._read(length, deadline), handles)
 
-    def call(self, source, name, args=(), kwargs=None, seconds=60.0, last=False, answer_asks=None):
-        """What the probe `name` (defined in `source`) returns on the student's code (with last,
-        the worker ends after answering). With answer_asks, the probe may ask the grader questions
-        during the call (`ask_grader` in worker.py): each is answered with answer_asks(question)."""
+    def ask(self, request, handles=None, seconds=60.0, last=False, answer_asks=None):
+        """The worker's answer to one request (worker.py lists them): plain data, with each handle
+        it names made into `handles(number)`. With last, the worker ends after answering. With
+        answer_asks, the worker may ask the grader questions during the request (a test-writing
+        run, testwriting/oracle.py): each is answered with answer_asks(question)."""
         if self.process is None or self.process.poll() is not None:
             self.start()
         nonce = secrets.token_hex(16)
         deadline = time.monotonic() + seconds
         try:
-            self._send({"source": source, "name": name, "args": list(args), "kwargs": dict(kwargs or {}),
-                        "nonce": nonce, **({"last": True} if last else {})})
+            self._send({**request, "nonce": nonce, **({"last": True} if last else {})})
             answer = None
             while not (type(answer) is dict and answer.get("nonce") == nonce):  # frames written ahead are passed over
-                answer = self._next_frame(deadline)
+                answer = self._next_frame(deadline, handles)
                 if answer_asks is not None and type(answer) is dict and set(answer) == {"nonce", "ask"} \
                         and answer["nonce"] == nonce:
                     self._send(answer_asks(answer["ask"]))

@@ -1,7 +1,7 @@
 """`student`: what a graded test holds of the code it grades.
 
-    def probe_softmax(x, dy):                 # runs where the student's code is
-        import minitensor as mt
+    def probe_softmax(side, x, dy):            # runs in the grader; `side` reaches the student's code
+        mt = side.module("minitensor")
         t = mt.tensor(x, requires_grad=True)
         t.softmax(axis=-1).backward(dy)
         return {"dx": t.grad}
@@ -11,54 +11,58 @@
         got = student.call(probe_softmax, x, dy)
         ...compare got["dx"] with PyTorch's, here (tests/_grading.py)...
 
-A probe is a module-level function whose source (with that of the functions of its module it
-calls) is sent to the student's side: it imports what it uses, takes and returns plain values
-(arrays, numbers, strings, lists, dicts), and has `load_demo(name)` at hand (a demo's functions
-without its experiment). Under `grade` the probe runs in the task's worker process (sandbox.py);
-in the test suite it runs in this process on this repository's code. Either way its answer
-crosses the same wire format, so a test sees the same plain arrays.
+A probe is a function of the grader's: it runs here, and every use it makes of the student's
+code (an import, an attribute, a call, an operator) is a request to the task's worker process
+(remote.py, worker.py), which sends back plain data or a handle. So the worker never holds the
+probe, its arguments' meaning, a reference or a tolerance: only the public names it is asked to
+use and the arrays it is given. A probe returns plain data (arrays, numbers, strings, lists,
+dicts); every object the worker kept for it is dropped when it returns. Under `grade` the
+worker is a sandboxed process (sandbox.py); in the test suite it is this process, reached over
+the same wire format (remote.loopback_side).
 """
-
-import inspect
-import textwrap
-import time
 
 import os
 import pathlib
+import re
+import secrets
 import struct
 import subprocess
 import sys
+import time
 
-from .sandbox import StudentError, WorkerTimedOut
-from .worker import decode, encode, load_demo, read_message
+from .remote import Remote, RemoteSide, contains_remote, loopback_side
+from .sandbox import StudentError, WorkerDied, WorkerTimedOut
+from .worker import Handle, encode, read_message
 
 
+def _text(value, limit):
+    return value[:limit] if type(value) is str else ""
 
-def _source(probe):
-    """(name, source): the probe's source, and that of each function of its module it calls."""
-    if not inspect.isfunction(probe) or probe.__name__.startswith("<"):
-        raise TypeError(f"student.call needs a module-level function as its probe, got {probe!r}")
-    sources, stack = {}, [probe]
-    while stack:
-        function = stack.pop()
-        if function.__name__ in sources:
-            continue
-        sources[function.__name__] = textwrap.dedent(inspect.getsource(function))
-        stack += [value for name in function.__code__.co_names
-                  if inspect.isfunction(value := function.__globals__.get(name))
-                  and value.__module__ == probe.__module__]
-    return probe.__name__, "\n\n".join(reversed(sources.values()))
+
+UNSOLVED = re.compile(r"Task \w{1,60}: ")
 
 
 def _raised(error):
-    """The grader-side exception for the student's: a stub's NotImplementedError keeps its
-    'Task NAME: hint' message (so the grade says which task blocks which); anything else is a
+    """The grader-side exception for the student's, read as data (the worker is the student's
+    process: what it sends is checked and cut to length here): a stub's NotImplementedError keeps
+    its 'Task NAME: hint' message (so the grade says which task blocks which); anything else is a
     StudentError with the student's file and line."""
-    if error.get("unsolved"):
-        return NotImplementedError(error["unsolved"])
-    where = f" ({error['where']})" if error.get("where") else ""
-    message = f"{error['type']}: {error['message']}" if error["message"] else error["type"]
+    error = error if type(error) is dict else {}
+    unsolved = _text(error.get("unsolved"), 1000)
+    if unsolved and UNSOLVED.match(unsolved):
+        return NotImplementedError(unsolved)
+    kind, message, where = _text(error.get("type"), 100) or "an error", _text(error.get("message"), 2000), \
+        _text(error.get("where"), 300)
+    where = f" ({where})" if where else ""
+    message = f"{kind}: {message}" if message else kind
     return StudentError(f"your code raised {message}{where}")
+
+
+def _checked(probe, value):
+    if contains_remote(value):
+        raise TypeError(f"{probe.__name__} returned an object of the student's ({value!r:.80}): a probe returns "
+                        f"plain data (read .data, .grad, a number), which the test then judges")
+    return value
 
 
 class Student:
@@ -78,36 +82,59 @@ class Student:
         return value, time.perf_counter() - start
 
     def call_within(self, memory_mb, probe, *args, **kwargs):
-        """The probe's answer when the process it runs in may grow by at most `memory_mb` MiB
-        while it runs (RLIMIT_AS lowered to its size then plus that; an allocation past it is a
-        MemoryError in the student's code). The process is not used again: a lowered limit
-        cannot be raised."""
+        """The probe's answer when the process the student's code runs in may grow by at most
+        `memory_mb` MiB while it runs (RLIMIT_AS lowered to its size then plus that; an allocation
+        past it is a MemoryError in the student's code). That process is not used again: a
+        lowered limit cannot be raised."""
         raise NotImplementedError
 
 
 class WorkerStudent(Student):
-    """The student's code in a worker process; each call gets what is left of the test's time."""
+    """The student's code in a worker process; each probe gets what is left of the test's time."""
 
     def __init__(self, worker, deadline=None):
         self.worker, self.deadline = worker, deadline
 
-    def call(self, probe, *args, **kwargs):
-        name, source = _source(probe)
-        seconds = 60.0 if self.deadline is None else max(self.deadline - time.monotonic(), 0.001)
+    def _left(self):
+        return 60.0 if self.deadline is None else max(self.deadline - time.monotonic(), 0.001)
+
+    def _run(self, probe, args, kwargs, seconds):
+        """probe(side, *args, **kwargs) with every request answered within `seconds` in all. Once
+        the worker times out or dies, the probe's later requests fail the same way (no restart
+        in the middle of a probe, whose objects died with it)."""
+        deadline = time.monotonic() + seconds
+        ended = []
+
+        def connection(request, handles):
+            if ended:
+                raise ended[0]
+            try:
+                return self.worker.ask(request, handles, seconds=max(deadline - time.monotonic(), 0.001))
+            except StudentError as error:
+                raise _raised(error.args[0]) from None
+            except (WorkerTimedOut, WorkerDied) as error:
+                ended.append(error)
+                raise
+
+        side = RemoteSide(connection)
         try:
-            return self.worker.call(source, name, args, kwargs, seconds=seconds)
-        except StudentError as error:
-            raise _raised(error.args[0]) from None
+            return _checked(probe, probe(side, *args, **kwargs))
+        finally:
+            if not ended and self.worker.process is not None:
+                try:
+                    side.forget()
+                except (WorkerTimedOut, WorkerDied, StudentError, NotImplementedError):
+                    pass
+
+    def call(self, probe, *args, **kwargs):
+        return self._run(probe, args, kwargs, self._left())
 
     def measure(self, probe, *args, within_s=None, **kwargs):
-        name, source = _source(probe)
-        left = 60.0 if self.deadline is None else max(self.deadline - time.monotonic(), 0.001)
+        left = self._left()
         limit = left if within_s is None else min(left, within_s)
         start = time.perf_counter()
         try:
-            value = self.worker.call(source, name, args, kwargs, seconds=limit)
-        except StudentError as error:
-            raise _raised(error.args[0]) from None
+            value = self._run(probe, args, kwargs, limit)
         except WorkerTimedOut:
             if within_s is None or within_s >= left:
                 raise  # the test's own time limit
@@ -115,53 +142,69 @@ class WorkerStudent(Student):
         return value, time.perf_counter() - start
 
     def call_within(self, memory_mb, probe, *args, **kwargs):
-        name, source = _source(probe)
-        seconds = 60.0 if self.deadline is None else max(self.deadline - time.monotonic(), 0.001)
+        seconds = self._left()
         self.worker.stop()
         self.worker.start(memory_mb=memory_mb)  # a fresh worker, limited before the copy's code runs
         try:
-            return self.worker.call(source, name, args, kwargs, seconds=seconds, last=True)
-        except StudentError as error:
-            raise _raised(error.args[0]) from None
+            return self._run(probe, args, kwargs, seconds)
         finally:
             self.worker.stop()  # spent: a lowered limit cannot be raised; the next call starts a new worker
 
 
 class InProcessStudent(Student):
-    """This repository's code, in this process (the test suite's `student`)."""
+    """This repository's code, in this process (the test suite's `student`), over the wire format."""
 
     def call(self, probe, *args, **kwargs):
-        name, source = _source(probe)
-        namespace = {"__name__": "probe", "load_demo": load_demo}
-        exec(compile(source, f"<probe {name}>", "exec"), namespace)
-        arguments = decode(encode({"args": list(args), "kwargs": kwargs}))
-        return decode(encode(namespace[name](*arguments["args"], **arguments["kwargs"])))
+        side = loopback_side()
+        return _checked(probe, probe(side, *args, **kwargs))
 
     def call_within(self, memory_mb, probe, *args, **kwargs):
         """In a worker process of this repository's code (worker.py, as grading runs it), so the
         limit is the same real rlimit, not a measurement."""
-        name, source = _source(probe)
+        with _PlainWorker(memory_mb) as worker:
+            return _checked(probe, probe(RemoteSide(worker.ask), *args, **kwargs))
+
+
+class _PlainWorker:
+    """worker.py in a child process on this repository's code, unsandboxed (the test suite's)."""
+
+    def __init__(self, memory_mb):
         root = pathlib.Path(__file__).resolve().parents[2]
         read_end, write_end = os.pipe()
-        process = subprocess.Popen([sys.executable, "-I", str(pathlib.Path(__file__).with_name("worker.py")),
-                                    str(root), "in-process", str(write_end)],
-                                   stdin=subprocess.PIPE, pass_fds=(write_end,), cwd=root)
+        self.process = subprocess.Popen([sys.executable, "-I", str(pathlib.Path(__file__).with_name("worker.py")),
+                                         str(root), "in-process", str(write_end)],
+                                        stdin=subprocess.PIPE, pass_fds=(write_end,), cwd=root)
         os.close(write_end)
-        hello = encode({"nonce": "hello", "memory_mb": float(memory_mb)})  # limited before the code is imported
-        request = encode({"source": source, "name": name, "args": list(args), "kwargs": kwargs,
-                          "nonce": "in-process", "last": True})
-        try:
-            for message in (hello, request):
-                process.stdin.write(struct.pack("<Q", len(message)) + message)
-            process.stdin.close()
-            with os.fdopen(read_end, "rb") as answers:
-                read_message(answers)  # ready
-                answer = read_message(answers)
-        finally:
-            process.kill()
-            process.wait()
-        if answer is None:
-            raise StudentError(f"the worker ended without an answer (exit status {process.returncode})")
+        self.answers = os.fdopen(read_end, "rb")
+        self._send({"nonce": "hello", "memory_mb": float(memory_mb)})  # limited before the code is imported
+        read_message(self.answers)  # ready
+
+    def _send(self, message):
+        data = encode(message)
+        self.process.stdin.write(struct.pack("<Q", len(data)) + data)
+        self.process.stdin.flush()
+
+    def ask(self, request, handles):
+        nonce = secrets.token_hex(8)
+        self._send({**request, "nonce": nonce})
+        while True:
+            answer = read_message(self.answers, handles)
+            if answer is None:
+                raise StudentError(f"the worker ended without an answer (exit status {self.process.poll()})")
+            if answer.get("nonce") == nonce:
+                break
         if "error" in answer:
             raise _raised(answer["error"])
         return answer["value"]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exception):
+        self.process.kill()
+        self.process.wait()
+        self.answers.close()
+        return False
+
+
+__all__ = ["Handle", "InProcessStudent", "Remote", "Student", "WorkerStudent"]

@@ -2,10 +2,24 @@
 
 The grader starts one per task (`sandbox.Worker`), in a folder that holds only the copy's
 packages, with a scrubbed environment, resource limits and, when the grader runs as root,
-another user's id. The worker imports nothing of the grader and nothing that judges: it reads a
-request (a probe's source, its name, its arguments), runs the probe on the student's code and
-writes back what the probe returned, as plain values and `.npy` arrays (never a pickle). The
-grader decides what those values are worth.
+another user's id. The worker holds no test: no assertion, reference, probe, seed or tolerance
+ever reaches it. It answers requests that name public objects of the copy and plain values:
+
+    {"do": "import", "module": "minitensor"}                    the module
+    {"do": "toolbox", "name": "load_demo"}                      a function of TOOLBOX (below)
+    {"do": "getattr", "of": OBJECT, "name": "grad"}             OBJECT.grad
+    {"do": "setattr", "of": OBJECT, "name": "data", "value": V}
+    {"do": "getitem", "of": OBJECT, "key": K}                   OBJECT[K]
+    {"do": "call", "of": OBJECT, "args": [...], "kwargs": {}}   OBJECT(*args, **kwargs)
+    {"do": "operator", "name": "mul", "args": [A, B]}           operator.mul(A, B) (a fixed list of operators)
+    {"do": "items", "of": OBJECT}                               list(OBJECT)
+    {"do": "forget"}                                            every object kept so far dropped
+    {"do": "run_tests", "args": [...]}                          a test-writing task's run (testwriting/runner.py)
+
+An answer is the result as plain data (arrays, numbers, strings, None; lists, tuples and dicts
+with string keys of those) where it is plain data, and otherwise a handle, {"h": n}: the
+object stays here, and a later request may name it. The grader (remote.py) does all the judging
+on what comes back, as data; it reads the student's objects only through such requests.
 
 This file is also the wire format both sides use (`write_message`, `read_message`), so it needs
 only the standard library and NumPy, and runs as a plain script:
@@ -44,6 +58,16 @@ CODE = "/nonexistent/"  # the copy's folder in the sandbox (set by main)
 # ----------------------------------------------------------------------------
 
 
+class Handle:
+    """An object kept on the worker's side, named by its number in a message ({"h": n})."""
+
+    __slots__ = ("_handle_number",)
+    _remote_handle = True
+
+    def __init__(self, number):
+        self._handle_number = number
+
+
 def _to_plain(value, arrays):
     """The JSON-able skeleton of `value`, with each array replaced by its index in `arrays`."""
     if value is None or type(value) in (bool, int, float, str):
@@ -54,16 +78,21 @@ def _to_plain(value, arrays):
             raise TypeError(f"an array of Python objects (dtype {array.dtype}) cannot be sent; send numbers")
         arrays.append(array)
         return {"a": len(arrays) - 1}
-    if type(value) in (list, tuple):
+    if type(value) is list:
         return {"l": [_to_plain(item, arrays) for item in value]}
+    if type(value) is tuple:  # kept a tuple: NumPy's axis= takes a tuple, not a list
+        return {"t": [_to_plain(item, arrays) for item in value]}
+    if type(value).__dict__.get("_remote_handle") is True:  # a Handle, or a Remote (remote.py): sent as its number
+        return {"h": int(value._handle_number)}
     if type(value) is dict and all(type(key) is str for key in value):
         return {"d": {key: _to_plain(item, arrays) for key, item in value.items()}}
     raise TypeError(f"a probe may return arrays, numbers, strings, None, lists and dicts with string keys; "
                     f"got {type(value).__module__}.{type(value).__qualname__}")
 
 
-def _from_plain(skeleton, arrays):
-    if type(skeleton) is not dict or len(skeleton) != 1:
+def _from_plain(skeleton, arrays, handles=None, depth=0):
+    """The value of a skeleton; `handles(n)` gives the object a handle names (none: a handle is malformed)."""
+    if type(skeleton) is not dict or len(skeleton) != 1 or depth > 64:
         raise ValueError("malformed message")
     (kind, content), = skeleton.items()
     if kind == "v":
@@ -72,10 +101,14 @@ def _from_plain(skeleton, arrays):
         return _printable(content) if type(content) is str else content
     if kind == "a":
         return arrays[content]
-    if kind == "l":
-        return [_from_plain(item, arrays) for item in content]
-    if kind == "d":
-        return {_printable(str(key)): _from_plain(item, arrays) for key, item in content.items()}
+    if kind == "l" and type(content) is list:
+        return [_from_plain(item, arrays, handles, depth + 1) for item in content]
+    if kind == "t" and type(content) is list:
+        return tuple(_from_plain(item, arrays, handles, depth + 1) for item in content)
+    if kind == "d" and type(content) is dict:
+        return {_printable(str(key)): _from_plain(item, arrays, handles, depth + 1) for key, item in content.items()}
+    if kind == "h" and handles is not None and type(content) is int:
+        return handles(content)
     raise ValueError(f"malformed message: unknown kind {kind!r}")
 
 
@@ -103,10 +136,10 @@ def write_message(stream, value):
     stream.flush()
 
 
-def decode(data):
-    """The value `encode` wrote. Arrays come back as plain ndarrays built here from their bytes;
-    nothing in the message can run code on the reading side, and no array is allocated before
-    its bytes are known to be there (a header that claims more is refused)."""
+def decode(data, handles=None):
+    """The value `encode` wrote (with `handles`, see _from_plain). Arrays come back as plain
+    ndarrays built here from their bytes; nothing in the message can run code on the reading
+    side, and no array is allocated before its bytes are known to be there (a header that claims more is refused)."""
     view = memoryview(data)
     header_length, count = struct.unpack_from("<QI", view, 0)
     if count > MAX_ARRAYS or header_length > MAX_HEADER or 12 + header_length > len(view):
@@ -123,7 +156,7 @@ def decode(data):
             raise ValueError("malformed message: an array claims more bytes than the message holds")
         arrays.append(_read_npy(view[offset : offset + length]))
         offset += length
-    return _from_plain(skeleton, arrays)
+    return _from_plain(skeleton, arrays, handles)
 
 
 def _read_npy(buffer):
@@ -143,7 +176,7 @@ def _read_npy(buffer):
     return flat.reshape(shape, order="F" if fortran else "C")
 
 
-def read_message(stream):
+def read_message(stream, handles=None):
     """The next message from a binary stream, or None at its end."""
     prefix = stream.read(8)
     if len(prefix) < 8:
@@ -154,11 +187,11 @@ def read_message(stream):
     data = stream.read(length)
     if len(data) < length:
         return None
-    return decode(data)
+    return decode(data, handles)
 
 
 # ----------------------------------------------------------------------------
-# What a probe has at hand in the worker
+# The toolbox: glue the grader may ask for by name (no test, no reference, no answer)
 # ----------------------------------------------------------------------------
 
 
@@ -182,6 +215,68 @@ def _is_literal(node):
         return True
     except ValueError:
         return False
+
+
+def plain_values(value):
+    """`value` with every tensor (anything with an ndarray `.data` and a `grad_fn`) replaced by its
+    array, through lists, tuples and dicts: a demo function's result as numbers."""
+    if isinstance(getattr(value, "data", None), np.ndarray) and hasattr(value, "grad_fn"):
+        return value.data
+    if isinstance(value, (tuple, list)):
+        return [plain_values(item) for item in value]
+    if isinstance(value, dict):
+        return {key: plain_values(item) for key, item in value.items()}
+    return value
+
+
+def with_weights(attend):
+    """`attend` (models.attention's) always taking its materialised path (return_weights=True),
+    so a model is graded before its fused kernel (a later task) is written."""
+
+    def forward(q, k, v, mask=None, is_causal=False, scale=None, return_weights=False):
+        out, weights = attend(q, k, v, mask, is_causal=is_causal, scale=scale, return_weights=True)
+        return (out, weights) if return_weights else out
+
+    return forward
+
+
+def first_output(function, **options):
+    """A function of the positional arguments that returns function(*args, **options)[0]."""
+    return lambda *args: function(*args, **options)[0]
+
+
+def token_by_token(module, new_cache, cat):
+    """module run one token at a time over axis 1, each step reading the cache (causal), the
+    steps concatenated: how a decoder uses a KV cache."""
+
+    def run(x):
+        cache, steps = new_cache(), []
+        for t in range(x.shape[1]):
+            steps.append(module(x[:, t : t + 1], is_causal=True, cache=cache))
+        return cat(steps, axis=1)
+
+    return run
+
+
+def sum_sin_x_squared(t):
+    """f for a central difference: f() = sum(sin(x) * x**2) of the tensor t's current values."""
+    return lambda: float(np.sum(np.sin(t.data) * t.data**2))
+
+
+def added_repeatedly(z, number, times):
+    """z + number + number + ... (`times` additions, each an op the engine records): a long chain."""
+    for _ in range(int(times)):
+        z = z + number
+    return z
+
+
+def identity(value):
+    """The object's id in this process (two handles of one object give the same number)."""
+    return id(value)
+
+
+TOOLBOX = {function.__name__: function for function in (load_demo, plain_values, with_weights, first_output,
+                                                        token_by_token, sum_sin_x_squared, added_repeatedly, identity)}
 
 
 class _Refuse(importlib.abc.MetaPathFinder):
@@ -215,6 +310,111 @@ def _describe(error):
     return {"type": type(error).__name__, "message": str(error)[:2000], "unsolved": unsolved, "where": where}
 
 
+OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "neg", "pos", "abs", "invert",
+             "and_", "or_", "xor", "lt", "le", "eq", "ne", "gt", "ge", "contains", "not_", "truth", "len")
+MAX_OBJECTS = 1_000_000
+MAX_PLAIN_DEPTH = 8
+
+
+class Objects:
+    """The objects this worker keeps for the grader between requests, each under one number (the
+    same object is always the same number, so the grader can tell two handles of one object)."""
+
+    def __init__(self):
+        self.kept, self.numbers = [], {}
+
+    def keep(self, value):
+        number = self.numbers.get(id(value))
+        if number is None:
+            if len(self.kept) >= MAX_OBJECTS:
+                raise MemoryError(f"more than {MAX_OBJECTS} objects kept for the grader")
+            number = self.numbers[id(value)] = len(self.kept)
+            self.kept.append(value)
+        return Handle(number)
+
+    def get(self, number):
+        if not 0 <= number < len(self.kept):
+            raise LookupError(f"the grader named object {number}, which this worker does not keep")
+        return self.kept[number]
+
+    def forget(self):
+        self.kept, self.numbers = [], {}
+
+
+def _plain_or_kept(value, objects, depth=0):
+    """`value` as it travels back: plain data as it is; lists, tuples and string-keyed dicts
+    element by element; anything else kept here, as a handle."""
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if (type(value) is np.ndarray or isinstance(value, np.generic)) and not value.dtype.hasobject:
+        return value
+    if depth < MAX_PLAIN_DEPTH and type(value) in (list, tuple):
+        return type(value)(_plain_or_kept(item, objects, depth + 1) for item in value)
+    if depth < MAX_PLAIN_DEPTH and type(value) is dict and all(type(key) is str for key in value):
+        return {key: _plain_or_kept(item, objects, depth + 1) for key, item in value.items()}
+    return objects.keep(value)
+
+
+def resolved(value, objects):
+    """`value` (a request as read) with each Handle replaced by the object it names."""
+    if isinstance(value, Handle):
+        return objects.get(value._handle_number)
+    if type(value) in (list, tuple):
+        return type(value)(resolved(item, objects) for item in value)
+    if type(value) is dict:
+        return {key: resolved(item, objects) for key, item in value.items()}
+    return value
+
+
+def answer_request(request, objects):
+    """What one request asks for (the module docstring lists them), as _plain_or_kept sends it."""
+    import importlib
+    import operator
+
+    do = request.get("do")
+    if do == "import":
+        return _plain_or_kept(importlib.import_module(str(request["module"])), objects)
+    if do == "toolbox":
+        return objects.keep(TOOLBOX[str(request["name"])])
+    if do == "getattr":
+        return _plain_or_kept(getattr(request["of"], str(request["name"])), objects)
+    if do == "setattr":
+        setattr(request["of"], str(request["name"]), request["value"])
+        return None
+    if do == "getitem":
+        return _plain_or_kept(request["of"][request["key"]], objects)
+    if do == "call":
+        return _plain_or_kept(request["of"](*request.get("args", []), **request.get("kwargs", {})), objects)
+    if do == "operator":
+        name = str(request["name"])
+        if name not in OPERATORS:
+            raise ValueError(f"the grader asked for operator {name!r}, which is not one of {OPERATORS}")
+        function = len if name == "len" else getattr(operator, name)
+        return _plain_or_kept(function(*request["args"]), objects)
+    if do == "items":
+        return [_plain_or_kept(item, objects, 1) for item in request["of"]]
+    if do == "forget":
+        objects.forget()
+        return None
+    if do == "run_tests":
+        return _runner()["run_once"](*request["args"])
+    raise ValueError(f"unknown request {do!r}")
+
+
+def _runner():
+    """testwriting/runner.py's functions, read afresh for each run from the file beside this one
+    (the sandbox puts it there), with `ask_grader` at hand: what a test-writing task's run needs."""
+    path = pathlib.Path(__file__).with_name("runner.py")
+    if not path.is_file():  # this repository's own layout
+        path = pathlib.Path(__file__).with_name("testwriting") / "runner.py"
+    namespace = {"__name__": "runner", "ask_grader": lambda question: _ASK[0](question)}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    return namespace
+
+
+_ASK = [None]  # the current request's way to ask the grader a question (run_tests)
+
+
 def main(argv):
     global CODE
     code, task, descriptor = argv[1], argv[2], int(argv[3])
@@ -235,16 +435,16 @@ def main(argv):
         except BaseException:
             pass
     _answer(answers, {"ready": hello["nonce"]})
+    objects = Objects()
     while True:
-        request = read_message(requests)
+        request = read_message(requests, Handle)
         if request is None:
             return 0
-        nonce = request["nonce"]  # the grader takes only the answer that carries it
-        namespace = {"__name__": "probe", "load_demo": load_demo, "ask_grader": _asker(answers, requests, nonce)}
-        spent = bool(request.pop("last", False))  # a call under a memory limit: this worker's last
+        nonce = request.get("nonce")  # the grader takes only the answer that carries it
+        spent = bool(request.get("last", False))  # a call under a memory limit: this worker's last
+        _ASK[0] = _asker(answers, requests, nonce)
         try:
-            exec(compile(request["source"], f"<probe {request['name']}>", "exec"), namespace)
-            data = encode({"nonce": nonce, "value": namespace[request["name"]](*request["args"], **request["kwargs"])})
+            data = encode({"nonce": nonce, "value": answer_request(resolved(request, objects), objects)})
         except BaseException as error:  # SystemExit and KeyboardInterrupt too: each is one test's failure
             data = encode({"nonce": nonce, "error": _describe(error)})
         _send(answers, data)
@@ -253,8 +453,8 @@ def main(argv):
 
 
 def _asker(answers, requests, nonce):
-    """`ask_grader(question)` for a probe: a question to the grader during the call (the grader
-    answers it when it called with `answer_asks`, testwriting/oracle.py), and its answer."""
+    """`ask_grader(question)` for the test-writing runner: a question to the grader during the
+    request (answered when the grader called with `answer_asks`, testwriting/oracle.py)."""
 
     def ask_grader(question):
         _send(answers, encode({"nonce": nonce, "ask": question}))

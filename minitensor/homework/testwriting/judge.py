@@ -17,7 +17,6 @@ implementation a run is against.
 """
 
 import ast
-import pathlib
 import secrets
 import time
 
@@ -28,7 +27,6 @@ from .targets import TARGETS
 
 SEEDS = (0, 1, 2)
 RUN_SECONDS = 20.0  # one run: the whole file, once per seed
-RUNNER_SOURCE = pathlib.Path(__file__).with_name("runner.py").read_text()
 
 
 class Verdict:
@@ -143,9 +141,9 @@ def _run(worker, source, op, implementation, target, seeds, kill_all, seconds):
     if worker.process is None or worker.process.poll() is not None:
         worker.start(import_copy=False)
     try:
-        value = worker.call(RUNNER_SOURCE, "run_once", (source, f"test_{op}", target if oracle else None,
-                                                        list(seeds), kill_all),
-                            seconds=seconds, answer_asks=oracle.answer if oracle else None)
+        value = worker.ask({"do": "run_tests", "args": [source, f"test_{op}", target if oracle else None,
+                                                       list(seeds), kill_all]},
+                           seconds=seconds, answer_asks=oracle.answer if oracle else None)
     except WorkerTimedOut:
         return [("(the whole file)", seeds[0], f"timed out after {seconds:g} s")]
     except (WorkerDied, StudentError) as error:

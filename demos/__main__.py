@@ -22,7 +22,7 @@ import time
 from tqdm import tqdm
 
 from demos import DEMOS
-from demos._record import read_record
+from demos._record import read_record, read_skipped
 
 FOLDER = pathlib.Path(__file__).resolve().parent
 REFERENCE = FOLDER / "figures"
@@ -68,7 +68,7 @@ def reap(process, block=True):
 
 def finish(name, running, ended=None):
     """Wait for a started demo (ended: what reap returned, when it has already ended); print its
-    captured output; return (checks, figure, seconds, CPU seconds, exit status)."""
+    captured output; return (checks, figure, seconds, CPU seconds, exit status, skipped checks)."""
     process, record, output, started, scratch = running
     status, cpu = ended or reap(process)
     seconds = time.perf_counter() - started
@@ -77,19 +77,19 @@ def finish(name, running, ended=None):
         print(f"\n=== {name} ===\n{output.read().rstrip()}", flush=True)
         output.close()
     checks, figure = read_record(record)
+    skipped = read_skipped(record)
     scratch.cleanup()
-    return checks, figure, seconds, cpu, status
+    return checks, figure, seconds, cpu, status, skipped
 
 
 def run(name, quick):
-    """Run demos/NAME.py in a fresh process, its output as it prints; return (checks, figure,
-    seconds, CPU seconds, exit status)."""
+    """Run demos/NAME.py in a fresh process, its output as it prints; return what finish returns."""
     print(f"\n=== {name} ===", flush=True)
     return finish(name, start(name, quick, capture=False))
 
 
 def run_all(names, quick, jobs, progress):
-    """{name: (checks, figure, seconds, CPU seconds, status)}, up to `jobs` demos at a time, costliest first."""
+    """{name: what finish returns}, up to `jobs` demos at a time, costliest first."""
     if jobs <= 1:
         results = {}
         for name in names:
@@ -117,24 +117,61 @@ def duration(seconds):
     return f"{minutes} min {seconds:02d} s"
 
 
-def cpu_summary(rows, jobs):
+def cpu_summary(rows, jobs, wall_seconds):
     """The line after the total time: the demos' CPU time, the time they would take on `jobs` cores
-    of their own (the larger of CPU time / jobs and the costliest demo's), and the machine's load,
-    so that a run slowed by other programs says so."""
+    of their own (the larger of CPU time / jobs and the costliest demo's), and the machine's load;
+    where the run took longer than that, it says the rest was spent waiting for cores, so that a
+    run slowed by other programs says so."""
     total, costliest = sum(row[6] for row in rows), max(rows, key=lambda row: row[6])
     if total != total:  # nan: no CPU times (no os.wait4)
         return "CPU time: not measured on this system"
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "unknown"
-    return (f"CPU time: {duration(total)} in all, {duration(costliest[6])} the costliest ({costliest[0]}); on "
-            f"{jobs} core{'s' * (jobs != 1)} of their own about {duration(max(total / jobs, costliest[6]))}, "
-            f"the rest of the total time was waiting for cores (load average now: {load})")
+    estimate = max(total / jobs, costliest[6])
+    line = (f"CPU time: {duration(total)} in all, {duration(costliest[6])} the costliest ({costliest[0]}); on "
+            f"{jobs} core{'s' * (jobs != 1)} of their own about {duration(estimate)}")
+    waited = wall_seconds - estimate
+    if waited >= max(5.0, 0.1 * estimate):  # more than start-up and rounding: other programs held the cores
+        return line + f", so about {duration(waited)} of the run went to waiting for cores (load average now: {load})"
+    return line + f" (load average now: {load})"
+
+
+class _Lines:
+    """The progress as one line per finished demo, for a log or a pipe (tqdm redraws its bar with
+    carriage returns, which a pipe keeps: the last bar came out twice)."""
+
+    def __init__(self, total):
+        self.total, self.done = total, 0
+
+    def update(self):
+        self.done += 1
+        print(f"demos: {self.done}/{self.total} done", file=sys.stderr, flush=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exception):
+        return False
+
+
+def progress_bar(total):
+    """tqdm's bar on a terminal; elsewhere a line per finished demo."""
+    if sys.stderr.isatty():
+        return tqdm(total=total, desc="demos", unit="demo", file=sys.stderr)
+    return _Lines(total)
+
+
+def jobs_count(text):
+    jobs = int(text)
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"at least 1 demo at a time, got {jobs}")
+    return jobs
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m demos", description=__doc__)
     parser.add_argument("names", nargs="*", help=f"demos to run (default: all): {', '.join(DEMOS)}")
     parser.add_argument("--quick", action="store_true", help="shrink training (for tests); same as MINITENSOR_QUICK=1")
-    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+    parser.add_argument("--jobs", type=jobs_count, default=min(2, os.cpu_count() or 1),
                         help="demos run at a time (default: 2, or 1 on one core); 1 shows each demo's output as it prints")
     args = parser.parse_args(argv)
     unknown = [n for n in args.names if n not in DEMOS]
@@ -142,31 +179,39 @@ def main(argv=None):
         parser.error(f"unknown demo(s) {', '.join(unknown)}; known: {', '.join(DEMOS)}")
     names = args.names or DEMOS
     started = time.perf_counter()
-    with tqdm(total=len(names), desc="demos", unit="demo", file=sys.stderr) as progress:
+    with progress_bar(len(names)) as progress:
         results = run_all(names, args.quick, args.jobs if len(names) > 1 else 1, progress)
-    rows = []
+    rows, skipped = [], {}
     for name in names:
-        checks, figure, seconds, cpu, status = results[name]
+        checks, figure, seconds, cpu, status, skips = results[name]
         rows.append((name, sum(checks.values()), len(checks), seconds, figure, status, cpu))
+        skipped.update({f"{name}: {label}": why for label, why in skips.items()})
     print("\n" + f"{'demo':24}{'checks':>10}{'seconds':>10}{'CPU s':>8}  figure")
     for name, passed, total, seconds, figure, status, cpu in rows:
         shown = os.path.relpath(figure) if figure else f"(stopped with an error, exit status {status})"
         print(f"{name:24}{passed:>6}/{total:<3}{seconds:>10.1f}{cpu:>8.1f}  {shown}")
-    minutes, seconds = divmod(round(time.perf_counter() - started), 60)
+    wall = time.perf_counter() - started
     side_by_side = f", {args.jobs} at a time" if args.jobs > 1 and len(rows) > 1 else ""
-    print(f"\ntotal time: {minutes} min {seconds:02d} s for {len(rows)} demo{'s' * (len(rows) != 1)}"
+    print(f"\ntotal time: {duration(wall)} for {len(rows)} demo{'s' * (len(rows) != 1)}"
           f"{' (quick)' if args.quick else ''}{side_by_side}")
-    print(cpu_summary(rows, args.jobs if len(rows) > 1 else 1))
+    print(cpu_summary(rows, args.jobs if len(rows) > 1 else 1, wall))
     failed = [row[0] for row in rows if row[1] != row[2] or row[5] or not row[2]]
     if failed:
         print(f"checks failed in: {', '.join(failed)}: this run does not agree with the reference figures "
               f"in {os.path.relpath(REFERENCE)}/ there")
         return 1
+    ran = sum(r[2] for r in rows)
+    if skipped:
+        print(f"{len(skipped)} check{'s' * (len(skipped) != 1)} skipped, not counted below: "
+              + "; ".join(f"{label} ({why})" for label, why in skipped.items()))
     if args.quick:
-        print(f"all {sum(r[2] for r in rows)} checks passed (a quick run: its training is too short to hold the "
-              f"chapters' numbers, which only a full run checks)")
+        print(f"all {ran} checks{' that ran' if skipped else ''} passed (a quick run: its training is too short to "
+              f"hold the chapters' numbers, which only a full run checks)")
+    elif skipped:
+        print(f"all {ran} checks that ran passed: this run agrees with the chapters and with the reference figures in "
+              f"{os.path.relpath(REFERENCE)}/ on those (the {len(skipped)} skipped ones were not checked)")
     else:
-        print(f"all {sum(r[2] for r in rows)} checks passed: this run agrees with the chapters and with the reference "
+        print(f"all {ran} checks passed: this run agrees with the chapters and with the reference "
               f"figures in {os.path.relpath(REFERENCE)}/ on every check they state (training curves and timings "
               f"differ from run to run)")
     return 0

@@ -45,6 +45,12 @@ class Checks:
         self.results[label] = passed
         _record({"check": label, "passed": passed})
 
+    def skip(self, label, why):
+        """A check this run cannot make (`why`: what is missing): printed and recorded as skipped,
+        so that the summary says how many checks did not run, never counting them as passed."""
+        print(f"{label}: ({why}; skipped)")
+        _record({"check": label, "skipped": why})
+
 
 def save(fig, name):
     """Save a figure as out/figures/<name>.png (quick: out/quick/<name>.png, marked as a quick

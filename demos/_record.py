@@ -15,13 +15,22 @@ def record(entry):
 
 
 def read_record(path):
-    """(checks {label: passed}, figure path or None) from a MINITENSOR_DEMO_RECORD file."""
+    """(checks {label: passed}, figure path or None) from a MINITENSOR_DEMO_RECORD file. A check
+    the demo skipped (PyTorch not installed) is not among them: read_skipped lists those."""
     checks, figure = {}, None
-    text = pathlib.Path(path).read_text() if pathlib.Path(path).exists() else ""
-    for line in text.splitlines():
-        entry = json.loads(line)
-        if "check" in entry:
+    for entry in _entries(path):
+        if "passed" in entry:
             checks[entry["check"]] = entry["passed"]
-        else:
+        elif "figure" in entry:
             figure = entry["figure"]
     return checks, figure
+
+
+def read_skipped(path):
+    """{label: why} of the checks a demo skipped (Checks.skip)."""
+    return {entry["check"]: entry["skipped"] for entry in _entries(path) if "skipped" in entry}
+
+
+def _entries(path):
+    text = pathlib.Path(path).read_text() if pathlib.Path(path).exists() else ""
+    return [json.loads(line) for line in text.splitlines()]

@@ -180,7 +180,8 @@ left.plot(SEED["GRU leaves the plateau (below 0.1) at step"], 0.1, "k+", ms=10, 
 if gru[-1, 0] >= 1500:
     left.plot(1500, SEED["GRU at step 1,500"], "k^", ms=8, label="the chapter: the GRU at 0.009 by step 1,500")
 left.set(yscale="log", xlabel="training step", ylabel="test MSE",
-         title="the adding problem, length 100: each run stopped once the comparison was settled")
+         title=(f"the adding problem, length 100: a quick run, each model stopped at step {max(steps.values())}" if QUICK else
+                "the adding problem, length 100: each run stopped once the comparison was settled"))
 left.legend(fontsize=8)
 for head in range(readout.shape[0]):
     right.plot(np.arange(1, LENGTH + 1), readout[head] + 0 * head, label=f"head {head + 1} ({share[head]:.0%} on the marks)")

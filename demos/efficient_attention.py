@@ -60,9 +60,12 @@ q, k, v = (mt.tensor(rng.standard_normal((T, d))) for _ in range(3))
 full = (q @ k.T / math.sqrt(d)).softmax(axis=-1) @ v  # materialises all T x T scores
 checks("tiled attention equals full attention", np.allclose(tiled_attention(q, k, v, tile).data, full.data))
 print("scores held at once:", T * tile, "instead of", T * T)
+numba_kernel = None if getattr(numba_backend.attention, "stripped_task", None) else numba_backend.attention
+if numba_kernel is None:  # a student copy: the kernel is part of the task tiled_attention
+    print("(Numba's attention kernel is part of a homework task in this copy: the op's own code is compared alone)")
 checks("the attention op's own code and Numba's kernel equal full attention too",
        np.allclose(op_forward(mt.ops.Attention, q.data, k.data, v.data)[0], full.data)
-       and np.allclose(numba_backend.attention(q.data, k.data, v.data)[0], full.data))
+       and (numba_kernel is None or np.allclose(numba_kernel(q.data, k.data, v.data)[0], full.data)))
 
 # %% [markdown]
 # Causal linear attention: parallel form and recurrence

@@ -47,7 +47,7 @@ if torch is not None:
     theirs, _ = torch_mha(*(torch.from_numpy(x),) * 3)
     checks("matches nn.MultiheadAttention", np.allclose(ours, theirs.detach().numpy(), atol=1e-6))
 else:
-    print("matches nn.MultiheadAttention: (PyTorch is not installed; skipped)")
+    checks.skip("matches nn.MultiheadAttention", "PyTorch is not installed")
 
 perm = rng.permutation(T)
 checks("permuting the tokens permutes the outputs", np.allclose(self_attention(x[:, perm]).data, ours[:, perm], atol=1e-6))

@@ -60,7 +60,7 @@ try:
     theirs = torch_conv(torch.from_numpy(image[None])).flatten(2).transpose(1, 2).detach().numpy()
     checks("equals PyTorch's Conv2d(3, 192, kernel_size=16, stride=16)", np.allclose(tokens, theirs, atol=1e-10))
 except ImportError:
-    print("equals PyTorch's Conv2d: (PyTorch is not installed; skipped)")
+    checks.skip("equals PyTorch's Conv2d(3, 192, kernel_size=16, stride=16)", "PyTorch is not installed")
 print("tokens:", tokens.shape, "; parameters of the patch embedding:", embed.num_parameters())
 checks("tokens (1, 196, 192)", tokens.shape == (1, 196, 192))
 checks("147,648 parameters", embed.num_parameters() == 147_648)

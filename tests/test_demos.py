@@ -203,3 +203,54 @@ def test_the_runner_prints_each_demos_cpu_time_beside_its_seconds(tmp_path, monk
     assert seconds["soft_lookup"] - cpu["soft_lookup"] >= 1.5, (cpu, seconds)  # its 2 s asleep are not counted
     line = out.split("total time:", 1)[1].splitlines()[1]
     assert line.startswith("CPU time: ") and "the costliest (" in line and "load average now: " in line, line
+
+
+def test_the_runner_refuses_no_demos_at_a_time(capsys):
+    from demos.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["--jobs", "0", "scaling"])
+    assert "--jobs: at least 1 demo at a time, got 0" in capsys.readouterr().err
+
+
+def test_the_cpu_line_says_the_run_waited_only_when_it_did():
+    from demos.__main__ import cpu_summary
+
+    rows = [("adding_problem", 8, 8, 0.0, None, 0, 250.0), ("scaling", 2, 2, 0.0, None, 0, 4.0)]
+    idle = cpu_summary(rows, 2, wall_seconds=252.0)  # on its own cores: the costliest demo's 250 s and start-up
+    busy = cpu_summary(rows, 2, wall_seconds=400.0)
+    assert "waiting" not in idle and "about 4 min 10 s" in idle, idle
+    assert "about 2 min 30 s of the run went to waiting for cores" in busy, busy
+
+
+def test_a_skipped_check_is_said_and_never_counted_as_passed(tmp_path, monkeypatch, capsys):
+    """A demo that cannot make a check (PyTorch missing, as in `make demo`'s environment) says so,
+    and the summary counts the checks that ran, naming the skipped ones."""
+    from demos import __main__ as runner
+
+    fake = tmp_path / "demos"
+    fake.mkdir()
+    (fake / "multihead.py").write_text("from demos._common import Checks\nchecks = Checks()\nchecks('ran', True)\n"
+                                       "checks.skip('matches nn.MultiheadAttention', 'PyTorch is not installed')\n")
+    monkeypatch.setattr(runner, "FOLDER", fake)
+    assert runner.main(["multihead"]) == 0
+    out = capsys.readouterr().out
+    assert "1 check skipped, not counted below: multihead: matches nn.MultiheadAttention (PyTorch is not installed)" in out
+    assert "all 1 checks that ran passed" in out and "on every check they state" not in out, out
+    table = out.split("figure\n", 1)[1].splitlines()[0]
+    assert table.split()[1] == "1/1", table
+
+
+def test_a_piped_run_prints_one_progress_line_per_demo(tmp_path, monkeypatch, capsys):
+    """Where stderr is no terminal (`make demo 2>&1 | cat`, a log), a line per finished demo,
+    not tqdm's bar (whose last state a pipe showed twice)."""
+    from demos import __main__ as runner
+
+    fake = tmp_path / "demos"
+    fake.mkdir()
+    for name in ("scaling", "stacking"):
+        (fake / f"{name}.py").write_text(f"from demos._common import Checks\nChecks()('{name} ran', True)\n")
+    monkeypatch.setattr(runner, "FOLDER", fake)
+    assert runner.main(["scaling", "stacking", "--jobs", "1"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("demos: 1/2 done") == 1 and err.count("demos: 2/2 done") == 1 and "\r" not in err, err

@@ -88,6 +88,28 @@ def test_a_region_of_whole_functions_becomes_functions_that_say_which_backend_to
         namespace["softmax_backward"](1, 2)
     with pytest.raises(NotImplementedError, match="Task softmax_backward"):
         namespace["_rows"](1, 2)
+    assert namespace["softmax_backward"].stripped_task == "softmax_backward"  # backends.accelerator_for passes it by
+
+
+def test_a_stripped_kernel_leaves_the_op_its_own_code_and_says_so_once(tmp_path):
+    """A copy whose student solved every task still has no fast kernels (they go with their tasks):
+    under the numba backend, attention runs the op's own code (the student's), with one line that
+    says why, instead of stopping at the kernel's stub."""
+    keep = [task for task in homework.TASK_NAMES if task != "tiled_attention"]
+    copy = homework.strip(tmp_path / "student", keep=keep)
+    solved = "minitensor/ops/attention.py"  # the student's own tiled attention: the solution's file
+    (copy / solved).write_text((ROOT / solved).read_text())
+    script = ("import numpy as np\nimport minitensor as mt\n"
+              "q = mt.tensor(np.random.default_rng(0).standard_normal((2, 5, 4)), requires_grad=True)\n"
+              "with mt.use_backend('numba'):\n"
+              "    for _ in range(3):\n"
+              "        mt.ops.Attention.apply(q, q, q, is_causal=True).sum().backward()\n"
+              "print('finite', bool(np.isfinite(q.grad).all()))\n")
+    run = subprocess.run([sys.executable, "-c", script], cwd=copy, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "finite True" in run.stdout, run.stderr
+    for kernel in ("attention", "attention_backward"):
+        line = f"the numba backend's {kernel} kernel is part of the homework task tiled_attention"
+        assert run.stderr.count(line) == 1, run.stderr
 
 
 @pytest.mark.parametrize("source, message", [

@@ -22,6 +22,7 @@ only thing numpy_backend.py holds is the matrix product (BLAS), which every sett
 
 import importlib
 import os
+import sys
 
 from .freed_memory import keep_freed_memory
 
@@ -86,8 +87,22 @@ def accelerator_for(kernel, *arrays):
     function = getattr(backend, kernel, None)
     if function is None:
         return None
+    task = getattr(function, "stripped_task", None)
+    if task is not None:  # a student copy: the kernel is part of a homework task, so the op's own code runs
+        _say_once(f"minitensor: the {getattr(backend, 'name', 'active')} backend's {kernel} kernel is part of the "
+                  f"homework task {task}, which this copy leaves out: the op's own code runs instead")
+        return None
     takes = getattr(backend, "takes", None)
     return function if takes is None or takes(*arrays) else None
+
+
+_said = set()
+
+
+def _say_once(text):
+    if text not in _said:
+        _said.add(text)
+        print(text, file=sys.stderr)
 
 
 class use_backend:

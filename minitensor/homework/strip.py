@@ -71,7 +71,8 @@ def _stub(task, indent, body):
     out = [f"# Task {task}: a solved kernel was here; it is removed from the student copy\n"]
     for number, name in enumerate(names):
         out += ["\n\n"] if number else []
-        out += [f"def {name}(*args, **kwargs):\n", f"    raise NotImplementedError({message!r})\n"]
+        out += [f"def {name}(*args, **kwargs):\n", f"    raise NotImplementedError({message!r})\n\n\n",
+                f"{name}.stripped_task = {task!r}  # an op falls back to its own code (backends.accelerator_for)\n"]
     return out
 
 

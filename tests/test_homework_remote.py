@@ -9,7 +9,8 @@ from round_trip import ROOT, grade
 
 from minitensor import homework
 from minitensor.homework import remote, sandbox
-from minitensor.homework.student import InProcessStudent, _raised
+from minitensor.homework.remote import raised_for
+from minitensor.homework.student import InProcessStudent
 from minitensor.homework.worker import Handle
 
 
@@ -53,11 +54,11 @@ def test_a_probe_that_returns_the_students_object_is_the_graders_mistake():
 
 def test_the_students_error_is_read_as_data_and_cut_to_length():
     huge = {"type": "E" * 10_000, "message": "m" * 100_000, "where": "w" * 10_000, "unsolved": 12}
-    error = _raised(huge)
+    error = raised_for(huge)
     assert type(error) is sandbox.StudentError and len(str(error)) < 2600
-    assert type(_raised({"unsolved": "Task softmax_backward: derive it"})) is NotImplementedError
-    assert type(_raised({"unsolved": "not a stub's message", "type": "ValueError", "message": "x"})) is sandbox.StudentError
-    assert type(_raised("not even a dict")) is sandbox.StudentError
+    assert type(raised_for({"unsolved": "Task softmax_backward: derive it"})) is NotImplementedError
+    assert type(raised_for({"unsolved": "not a stub's message", "type": "ValueError", "message": "x"})) is sandbox.StudentError
+    assert type(raised_for("not even a dict")) is sandbox.StudentError
 
 
 def test_the_worker_refuses_a_probes_source(worker_python):

@@ -21,8 +21,33 @@ test reads is what a grading reads.
 """
 
 import importlib
+import re
 
-from .worker import TOOLBOX, Objects, answer_request, decode, encode, resolved
+from .sandbox import StudentError
+from .worker import TOOLBOX, Handle, Objects, answer_request, decode, describe_error, encode, resolved
+
+
+def _text(value, limit):
+    return value[:limit] if type(value) is str else ""
+
+
+UNSOLVED = re.compile(r"Task \w{1,60}: ")
+
+
+def raised_for(error):
+    """The grader-side exception for the student's, read as data (the worker is the student's
+    process: what it sends is checked and cut to length here): a stub's NotImplementedError keeps
+    its 'Task NAME: hint' message (so the grade says which task blocks which); anything else is a
+    StudentError with the student's file and line."""
+    error = error if type(error) is dict else {}
+    unsolved = _text(error.get("unsolved"), 1000)
+    if unsolved and UNSOLVED.match(unsolved):
+        return NotImplementedError(unsolved)
+    kind, message, where = _text(error.get("type"), 100) or "an error", _text(error.get("message"), 2000), \
+        _text(error.get("where"), 300)
+    where = f" ({where})" if where else ""
+    message = f"{kind}: {message}" if message else kind
+    return StudentError(f"your code raised {message}{where}")
 
 
 class RemoteError(Exception):
@@ -32,15 +57,15 @@ class RemoteError(Exception):
 class Remote:
     """An object of the student's, kept in the worker; every use of it is a request."""
 
-    __slots__ = ("_side", "_handle_number", "__weakref__")
+    __slots__ = ("_side", "handle_number", "__weakref__")
     _remote_handle = True  # worker.encode sends it as {"h": number}
 
     def __init__(self, side, number):
         object.__setattr__(self, "_side", side)
-        object.__setattr__(self, "_handle_number", number)
+        object.__setattr__(self, "handle_number", number)
 
     def __repr__(self):  # never the student's own repr: text the grader prints is its own
-        return f"<the student's object {self._handle_number}>"
+        return f"<the student's object {self.handle_number}>"
 
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__"):
@@ -124,10 +149,10 @@ class Remote:
         return self._operator("neg", self)
 
     def __eq__(self, other):  # identity of the student's objects (the worker gives one object one number)
-        return type(other) is Remote and other._side is self._side and other._handle_number == self._handle_number
+        return type(other) is Remote and other._side is self._side and other.handle_number == self.handle_number
 
     def __hash__(self):
-        return hash((id(self._side), self._handle_number))
+        return hash((id(self._side), self.handle_number))
 
 
 def contains_remote(value, depth=0):
@@ -182,20 +207,14 @@ def loopback_side():
     objects = Objects()
 
     def connection(request, handles):
-        from .worker import Handle
-
         arrived = decode(encode(request), Handle)
         try:
             reply = {"value": answer_request(resolved(arrived, objects), objects)}
         except BaseException as error:  # noqa: BLE001 (as the worker: every error is the answer)
-            from .worker import _describe
-
-            reply = {"error": _describe(error)}
+            reply = {"error": describe_error(error)}
         answer = decode(encode(reply), handles)
         if "error" in answer:
-            from .student import _raised
-
-            raise _raised(answer["error"])
+            raise raised_for(answer["error"])
         return answer["value"]
 
     return RemoteSide(connection)

@@ -23,39 +23,15 @@ the same wire format (remote.loopback_side).
 
 import os
 import pathlib
-import re
 import secrets
 import struct
 import subprocess
 import sys
 import time
 
-from .remote import Remote, RemoteSide, contains_remote, loopback_side
+from .remote import Remote, RemoteSide, contains_remote, loopback_side, raised_for
 from .sandbox import StudentError, WorkerDied, WorkerTimedOut
 from .worker import Handle, encode, read_message
-
-
-def _text(value, limit):
-    return value[:limit] if type(value) is str else ""
-
-
-UNSOLVED = re.compile(r"Task \w{1,60}: ")
-
-
-def _raised(error):
-    """The grader-side exception for the student's, read as data (the worker is the student's
-    process: what it sends is checked and cut to length here): a stub's NotImplementedError keeps
-    its 'Task NAME: hint' message (so the grade says which task blocks which); anything else is a
-    StudentError with the student's file and line."""
-    error = error if type(error) is dict else {}
-    unsolved = _text(error.get("unsolved"), 1000)
-    if unsolved and UNSOLVED.match(unsolved):
-        return NotImplementedError(unsolved)
-    kind, message, where = _text(error.get("type"), 100) or "an error", _text(error.get("message"), 2000), \
-        _text(error.get("where"), 300)
-    where = f" ({where})" if where else ""
-    message = f"{kind}: {message}" if message else kind
-    return StudentError(f"your code raised {message}{where}")
 
 
 def _checked(probe, value):
@@ -111,7 +87,7 @@ class WorkerStudent(Student):
             try:
                 return self.worker.ask(request, handles, seconds=max(deadline - time.monotonic(), 0.001))
             except StudentError as error:
-                raise _raised(error.args[0]) from None
+                raise raised_for(error.args[0]) from None
             except (WorkerTimedOut, WorkerDied) as error:
                 ended.append(error)
                 raise
@@ -194,7 +170,7 @@ class _PlainWorker:
             if answer.get("nonce") == nonce:
                 break
         if "error" in answer:
-            raise _raised(answer["error"])
+            raise raised_for(answer["error"])
         return answer["value"]
 
     def __enter__(self):

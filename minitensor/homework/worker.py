@@ -61,11 +61,11 @@ CODE = "/nonexistent/"  # the copy's folder in the sandbox (set by main)
 class Handle:
     """An object kept on the worker's side, named by its number in a message ({"h": n})."""
 
-    __slots__ = ("_handle_number",)
+    __slots__ = ("handle_number",)
     _remote_handle = True
 
     def __init__(self, number):
-        self._handle_number = number
+        self.handle_number = number
 
 
 def _to_plain(value, arrays):
@@ -83,7 +83,7 @@ def _to_plain(value, arrays):
     if type(value) is tuple:  # kept a tuple: NumPy's axis= takes a tuple, not a list
         return {"t": [_to_plain(item, arrays) for item in value]}
     if type(value).__dict__.get("_remote_handle") is True:  # a Handle, or a Remote (remote.py): sent as its number
-        return {"h": int(value._handle_number)}
+        return {"h": int(value.handle_number)}
     if type(value) is dict and all(type(key) is str for key in value):
         return {"d": {key: _to_plain(item, arrays) for key, item in value.items()}}
     raise TypeError(f"a probe may return arrays, numbers, strings, None, lists and dicts with string keys; "
@@ -292,7 +292,7 @@ class _Refuse(importlib.abc.MetaPathFinder):
         return None
 
 
-def _describe(error):
+def describe_error(error):
     """What the grader is told of an exception: its type, message, the unsolved task it comes
     from (a stub's 'Task NAME: ...'), and the student's last frame."""
     unsolved, seen, cause = None, set(), error
@@ -358,7 +358,7 @@ def _plain_or_kept(value, objects, depth=0):
 def resolved(value, objects):
     """`value` (a request as read) with each Handle replaced by the object it names."""
     if isinstance(value, Handle):
-        return objects.get(value._handle_number)
+        return objects.get(value.handle_number)
     if type(value) in (list, tuple):
         return type(value)(resolved(item, objects) for item in value)
     if type(value) is dict:
@@ -446,7 +446,7 @@ def main(argv):
         try:
             data = encode({"nonce": nonce, "value": answer_request(resolved(request, objects), objects)})
         except BaseException as error:  # SystemExit and KeyboardInterrupt too: each is one test's failure
-            data = encode({"nonce": nonce, "error": _describe(error)})
+            data = encode({"nonce": nonce, "error": describe_error(error)})
         _send(answers, data)
         if spent:
             return 0

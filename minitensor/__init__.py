@@ -7,7 +7,7 @@
     x.grad          # array([[2., 4.]], dtype=float32)
 """
 
-from . import debug, nn, optim, testing, viz
+from . import nn, optim
 from .autograd import Function, enable_grad, no_grad
 from .backends import get_backend, set_backend, use_backend
 from .creation import arange, eye, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
@@ -24,3 +24,21 @@ __all__ = [
     "debug", "viz",
     "set_backend", "get_backend", "use_backend",
 ]
+
+
+LAZY = ("debug", "viz", "testing")  # the tools: loaded on first use, so `import minitensor` loads the engine alone
+
+
+def __getattr__(name):
+    """mt.debug, mt.viz and mt.testing, imported when first used (PEP 562)."""
+    if name in LAZY:
+        import importlib
+
+        module = importlib.import_module(f".{name}", __name__)
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'minitensor' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(LAZY))

@@ -3,6 +3,8 @@ that go one way, demos and benchmarks apart, models on public names only."""
 
 import ast
 import pathlib
+import subprocess
+import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "minitensor"
@@ -261,3 +263,22 @@ def test_the_private_name_finder_finds_each_kind(tmp_path):
     found = private_reads(tmp_path)
     assert sorted(line.split(": ", 1)[1] for line in found) == [
         "from ..sites import _places", "node._arrays (defined in minitensor.sites)", "sites._places"], found
+
+
+def test_import_minitensor_loads_the_engine_and_leaves_the_tools_for_their_first_use():
+    """`import minitensor` loads the engine, the ops, the backends' dispatch, nn and optim: at most
+    40 of its modules; debug/, viz, the backward page and compare_torch come when first used."""
+    script = ("import sys, minitensor as mt\n"
+              "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'minitensor')\n"
+              "print(len(loaded)); print(' '.join(loaded))\n"
+              "mt.debug.compare, mt.viz.text, mt.testing\n"
+              "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] == 'minitensor')))\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    count, first, after = run.stdout.splitlines()
+    assert int(count) <= 40, first
+    for tool in ("minitensor.debug", "minitensor.viz", "minitensor.backward_page", "minitensor.debug.compare_torch",
+                 "minitensor.testing", "minitensor.homework"):
+        assert tool not in first.split(), f"import minitensor loaded {tool}"
+    assert {"minitensor.debug", "minitensor.viz", "minitensor.testing"} <= set(after.split())
+    assert "debug" in dir(__import__("minitensor"))

@@ -7,7 +7,7 @@
     x.grad          # array([[2., 4.]], dtype=float32)
 """
 
-from . import nn, optim
+from . import debug, nn, optim  # debug: its observer records where each node is made; its tools load on use
 from .autograd import Function, enable_grad, no_grad
 from .backends import get_backend, set_backend, use_backend
 from .creation import arange, eye, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
@@ -26,11 +26,11 @@ __all__ = [
 ]
 
 
-LAZY = ("debug", "viz", "testing")  # the tools: loaded on first use, so `import minitensor` loads the engine alone
+LAZY = ("viz", "testing")  # loaded on first use, as debug's tools are: `import minitensor` loads the engine alone
 
 
 def __getattr__(name):
-    """mt.debug, mt.viz and mt.testing, imported when first used (PEP 562)."""
+    """mt.viz and mt.testing, imported when first used (PEP 562)."""
     if name in LAZY:
         import importlib
 

@@ -37,7 +37,7 @@ from types import MappingProxyType
 import numpy as np
 
 from . import autograd_errors as errors
-from . import grad_mode, node_names
+from . import grad_mode
 from .grad_mode import enable_grad, is_grad_enabled, no_grad  # noqa: F401 (the engine's public names)
 
 # ----------------------------------------------------------------------------
@@ -204,6 +204,8 @@ class Context:
     @property
     def saved_names(self):
         """One name per saved array (node_names.py says how they are read)."""
+        from . import node_names  # read off forward's source when a tool first shows a node
+
         return node_names.saved_names(self.function.forward, self._saved)
 
     @property
@@ -219,6 +221,8 @@ class Context:
     @property
     def input_names(self):
         """One name per input: the names forward gives its arrays (q, k, v)."""
+        from . import node_names
+
         return node_names.input_names(self.function.forward, len(self.edges))
 
     @property

@@ -20,7 +20,7 @@ import contextlib
 import numpy as np
 
 try:  # the teacher's minitensor, where the grader has it (`grade` here, not a Gradescope bundle's grader)
-    from minitensor.debug.compare import judge
+    from minitensor.debug.compare_graphs import judge
     from minitensor.debug.compare_report import Comparison, first_text, table
     from minitensor.homework.remote import LocalSide
 except ImportError:  # without it no reference graph can be made: each test keeps its own message

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import minitensor as mt
 from compare_blocks import BUGS, EXPECTED, StudentBlock, blocks
-from minitensor.debug.compare import difference, judge
+from minitensor.debug.compare_graphs import difference, judge
 from minitensor.debug.compare_record import plain, record
 from minitensor.debug.compare_report import Comparison
 

@@ -267,7 +267,8 @@ def test_the_private_name_finder_finds_each_kind(tmp_path):
 
 def test_import_minitensor_loads_the_engine_and_leaves_the_tools_for_their_first_use():
     """`import minitensor` loads the engine, the ops, the backends' dispatch, nn and optim: at most
-    40 of its modules; debug/, viz, the backward page and compare_torch come when first used."""
+    40 of its modules; of debug/ only its observer (every node records where it was made), and the
+    tools, viz, the backward page and compare_torch when first used."""
     script = ("import sys, minitensor as mt\n"
               "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'minitensor')\n"
               "print(len(loaded)); print(' '.join(loaded))\n"
@@ -277,8 +278,10 @@ def test_import_minitensor_loads_the_engine_and_leaves_the_tools_for_their_first
     assert run.returncode == 0, run.stderr
     count, first, after = run.stdout.splitlines()
     assert int(count) <= 40, first
-    for tool in ("minitensor.debug", "minitensor.viz", "minitensor.backward_page", "minitensor.debug.compare_torch",
-                 "minitensor.testing", "minitensor.homework"):
+    for tool in ("minitensor.debug.show", "minitensor.debug.compare_graphs", "minitensor.debug.op_check",
+                 "minitensor.viz", "minitensor.backward_page", "minitensor.debug.compare_torch", "minitensor.testing",
+                 "minitensor.homework"):
         assert tool not in first.split(), f"import minitensor loaded {tool}"
-    assert {"minitensor.debug", "minitensor.viz", "minitensor.testing"} <= set(after.split())
+    assert "minitensor.debug.observer" in first.split()  # installed: nodes made before any tool know their site
+    assert {"minitensor.debug.compare_graphs", "minitensor.viz", "minitensor.testing"} <= set(after.split())
     assert "debug" in dir(__import__("minitensor"))

@@ -15,7 +15,6 @@ beside a busy process). So:
   all of them on an idle machine, one on two cores with one busy process beside it.
 """
 
-from .machine_load import free_cores
 
 # Multiply-adds below which a product runs on one BLAS thread. Every product of the GRU step
 # ((64, 64) @ (64, 192) and its backward: 2**19.6) is below it, where a second thread gains
@@ -48,6 +47,13 @@ def multiply_adds(a, b):
     n = a.shape[-2] if a.ndim > 1 else 1
     m = b.shape[-1] if b.ndim > 1 else 1
     return max(a.size * m, b.size * n)
+
+
+def free_cores():
+    """machine_load.free_cores(), that module imported at the first product large enough to share."""
+    from .machine_load import free_cores as measured
+
+    return measured()
 
 
 def multiply_adds_per_call(a, b):

@@ -7,7 +7,7 @@ so that its backward starts from compare's upstream gradient (the last two nodes
 import numpy as np
 
 from .. import grad_mode
-from ..debug.compare import compare as compare_graphs
+from ..debug.compare_graphs import compare as compare_graphs
 from ..debug.compare_record import fresh_leaf
 from ..debug.compare_report import first_text, worst_text
 from ..debug.observer import Tool

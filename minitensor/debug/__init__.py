@@ -23,23 +23,38 @@ One job a file:
     breaking.py           break_on
     anomaly.py            detect_anomaly
     op_check.py           each op checked on its own: find_wrong_op, and the backward page's check mode
-    compare.py            compare: two graphs aligned, each node judged on the reference's inputs
+    compare_graphs.py     compare: two graphs aligned, each node judged on the reference's inputs
     compare_torch.py      compare against a PyTorch module: each module call judged on torch's boundary values
     compare_tolerance.py  when a value departs from the reference's (both kinds of reference)
     compare_record.py     one side's nodes recorded as plain arrays (the grader's worker sends them)
     compare_report.py     the words of compare's report: Row, Comparison
 """
 
+import importlib
+
 from ..sites import created_at, leaf_labels, module_path, part_of
-from .anomaly import AnomalyError, detect_anomaly
-from .breaking import break_on, known_ops
-from .compare import compare
-from .compare_report import Comparison
 from .observer import Tool
 from .observer import engine_observer  # to put it back after autograd.set_observer(None): tests, benchmarks
-from .op_check import OpCheck, WrongOp, find_wrong_op
-from .show import describe, grad_norm, shape_of
-from .stepping import Step, backward_steps, trace
+
+# The engine's observer (observer.py) is installed with this package, so every node knows where it
+# was made; the tools below load when first used (`import minitensor` stays light).
+_WHERE = {"AnomalyError": "anomaly", "detect_anomaly": "anomaly", "break_on": "breaking", "known_ops": "breaking",
+          "compare": "compare_graphs", "Comparison": "compare_report", "OpCheck": "op_check", "WrongOp": "op_check",
+          "find_wrong_op": "op_check", "describe": "show", "grad_norm": "show", "shape_of": "show",
+          "Step": "stepping", "backward_steps": "stepping", "trace": "stepping"}
+
+
+def __getattr__(name):
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'minitensor.debug' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_WHERE))
+
 
 __all__ = [
     "backward_steps", "Step", "trace", "break_on", "known_ops", "detect_anomaly", "AnomalyError",

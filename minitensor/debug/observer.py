@@ -10,7 +10,6 @@ that backward under pdb in _debug_backward below.
 
 from .. import autograd, sites
 from ..sites import created_at, module_path
-from .show import describe
 
 _tools = []  # the active tools, innermost last
 
@@ -34,6 +33,8 @@ class _Observer:
         return node.function.backward(node, grad_output)
 
     def describe(self, node):
+        from .show import describe  # the tools' text, loaded when a node is first shown
+
         return describe(node)
 
     def site_of(self, node, position):

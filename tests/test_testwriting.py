@@ -304,6 +304,17 @@ def test_zz_erase_the_failures():
             subprocess.Popen([sys.executable, "-c", listen % NOTE], start_new_session=True)
             time.sleep(0.3)
     """,
+    "reads the seeds from the runner's frames": """
+        import sys
+
+        def test_only_a_correct_one_runs_on_several_seeds():  # the judge once ran a chaff on its first seed alone
+            frame = sys._getframe()
+            while frame is not None:
+                if "seeds" in frame.f_locals:
+                    assert len(frame.f_locals["seeds"]) > 1
+                    return
+                frame = frame.f_back
+    """,
     "ends the process": """
         import os
 
@@ -466,3 +477,18 @@ def test_the_gradescope_autograder_grades_a_students_tests_and_hides_the_hidden_
     assert public["score"] == public["max_score"] == 5 and public["visibility"] == "visible"
     assert hidden["score"] == 0 and hidden["visibility"] == "after_published" and "hidden test" in hidden["output"]
     assert document["score"] == 5 and "ones" not in document["output"]  # a hidden chaff's hint is never shown
+
+
+def test_a_test_that_fails_a_correct_implementation_on_a_later_seed_alone_makes_the_file_invalid(sandbox):
+    """Every implementation runs on every seed (judge.SEEDS): a test wrong on seed 2 only (NumPy's
+    generator seeded with 2 before it, as before every test) is still found wrong, on a wheat."""
+    assert len(testwriting.SEEDS) == 3
+    on_seed_2 = float(np.random.RandomState(2).random_sample())  # np.random.seed(2); np.random.random()
+    verdict = judged(sandbox, "add", f"""
+        import numpy as np
+
+        def test_fails_on_seed_two_alone():
+            assert np.random.random() != {on_seed_2!r}
+    """)
+    assert not verdict.valid and verdict.invalid, verdict.summary()
+    assert {seed for _, _, seed, _ in verdict.invalid} == {2}, verdict.invalid

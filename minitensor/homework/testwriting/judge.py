@@ -1,6 +1,6 @@
 """Judging a student's tests for one op, as Examplar does ("Who Tests the Testers?", ICER 2018):
 the test file runs against each correct implementation (a wheat) and each buggy one (a chaff),
-each in a fresh process (runner.py): a wheat on several seeds, a chaff on the first. A test
+each in a fresh process (runner.py), every one on the same seeds. A test
 that fails a wheat on any seed makes the file invalid: it earns nothing, and the feedback names
 the test, the wheat (by its neutral label) and the seed, never the wheat's code. A valid file's
 score is the share of chaffs it catches (some test fails on it); when a public chaff survives,
@@ -120,10 +120,11 @@ def judge(op, source, new_worker, kill_all, seeds=SEEDS, run_seconds=RUN_SECONDS
                 verdict.too_slow = (f"your tests took more than {budget:g} s over the {len(runs)} implementations "
                                     f"({len(seeds)} seeds each): make them smaller or fewer")
                 break
-            # A wheat runs on every seed (a test that fails one on any seed is wrong); a chaff on the
-            # first alone, which tells a test nothing: every run starts with that seed.
-            run_seeds = seeds if implementation.kind == "wheat" else seeds[:1]
-            failures = _run(worker, source, op, implementation, wire_target, run_seeds, kill_all,
+            # Every implementation runs on the same seeds, in the same order, with the same arguments:
+            # nothing the student's process holds (frames, arguments, call order) tells a wheat from a
+            # chaff (a test that read the seeds once "caught" every chaff). A wheat that fails on any
+            # seed makes the file invalid; a chaff is caught when a test fails on any seed.
+            failures = _run(worker, source, op, implementation, wire_target, seeds, kill_all,
                             run_seconds if left is None else min(run_seconds, left))
             if implementation.kind == "wheat":
                 verdict.invalid += [(test, implementation.label, seed, message) for test, seed, message in failures]

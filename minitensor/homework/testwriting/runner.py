@@ -156,7 +156,11 @@ def _clean_up(child, kill_all):
 def _empty(folder, owner=None):
     import shutil
 
-    for entry in os.scandir(folder):
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:  # a folder the sandbox does not let this worker list (Landlock's /tmp): the grader empties it
+        return
+    for entry in entries:
         try:
             if owner is not None and entry.stat(follow_symlinks=False).st_uid != owner:
                 continue

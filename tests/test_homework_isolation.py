@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from minitensor import homework
-from minitensor.homework import isolation, sandbox, submission, uids
+from minitensor.homework import isolation, processes, sandbox, submission, uids
 from round_trip import ROOT, grade
 
 PROBE = '''
@@ -55,6 +55,19 @@ def probe_reach(paths, grader_pid, grader_cmdline):
     found["uid"] = os.getuid()
     return found
 '''
+
+
+def run_as(uid, code):
+    """`python -c code` as user `uid`: this Python, or Debian's where that user cannot run this one."""
+    for python in (sys.executable, "/usr/bin/python3"):
+        try:
+            done = subprocess.run([python, "-I", "-S", "-c", code], preexec_fn=uids.drop_to(uid), cwd="/",
+                                  capture_output=True, text=True, timeout=60)
+        except PermissionError:
+            continue
+        if done.returncode == 0 or "Permission denied" not in done.stderr:
+            return done
+    return done
 
 
 def _levels():
@@ -187,21 +200,54 @@ def test_student_code_never_runs_as_root(tmp_path):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="user ids are reserved only as root")
 def test_a_dead_graders_uid_reservation_is_reclaimed_and_a_live_one_is_not(monkeypatch):
-    # A base of this test's own, far above where graders start: a grader in the other test process
-    # (make test runs two) holds the first uids, and this test must neither take nor remove theirs.
-    base = uids.FIRST_UID + 4_000 + os.getpid() % 900
+    # Three ids of this test's own, below the range graders draw from (a grader in the other test
+    # process, as make test runs two, must neither take nor lose them): a dead grader's, with a
+    # process and a file of its user left, a live grader's (this process), and a free one.
+    base = uids.FIRST_UID - 10_000 + (os.getpid() % 900) * 3
     monkeypatch.setattr(uids, "FIRST_UID", base)
+    monkeypatch.setattr(uids, "UID_RANGE", 3)
     dead = subprocess.Popen(["true"])
     dead.wait()
-    stale = sandbox.reservation(base)
+    stale, live = sandbox.reservation(base), sandbox.reservation(base + 1)
     pathlib.Path(stale).write_text(f"{dead.pid} 1\n")
-    taken = sandbox.unused_uid()
+    pathlib.Path(live).write_text(f"{os.getpid()} {processes.started_at(os.getpid())}\n")
+    left = subprocess.Popen(["sleep", "60"], preexec_fn=uids.drop_to(base))
+    shm = pathlib.Path("/dev/shm") / f"minitensor-left-{os.getpid()}"
+    shm.write_text("a dead grading's worker left this")
+    os.chown(shm, base, base)
     try:
-        assert taken == base and pathlib.Path(stale).read_text().split()[0] == str(os.getpid())
-        assert sandbox.unused_uid() != taken  # ours is live: not reclaimed
+        taken = sandbox.unused_uid()
+        assert taken == base + 2  # neither the dead grading's id (passed over) nor the live one's
+        assert not os.path.exists(stale) and os.path.exists(live)
+        assert left.wait(timeout=10) == -9 and not shm.exists()  # the dead grading's leftovers: removed
+        assert sandbox.unused_uid() == base  # clean now, and no longer reserved
+        with pytest.raises(sandbox.IsolationError, match="no unused user id"):
+            sandbox.unused_uid()
     finally:
+        left.kill()
+        shm.unlink(missing_ok=True)
         for uid in range(base, base + 3):
             pathlib.Path(sandbox.reservation(uid)).unlink(missing_ok=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="user ids are reserved only as root")
+def test_a_uid_that_owns_anything_is_not_drawn_until_it_is_cleaned(monkeypatch):
+    """A user id with a SysV segment left (no reservation, no process: a grading that cleaned up
+    only its files) is passed over and its leftovers removed; the next draw may take it."""
+    base = uids.FIRST_UID - 20_000 + os.getpid() % 900
+    monkeypatch.setattr(uids, "FIRST_UID", base)
+    monkeypatch.setattr(uids, "UID_RANGE", 1)
+    make = "import ctypes; print(ctypes.CDLL(None).shmget(0, 4096, 0o1666))"  # IPC_PRIVATE, IPC_CREAT | 0666
+    segment = int(run_as(base, make).stdout)
+    try:
+        assert ("shm", segment) in uids.leftovers_of(base)["ipc"]
+        with pytest.raises(sandbox.IsolationError, match="no unused user id"):
+            sandbox.unused_uid()
+        assert uids.leftovers_of(base) == {"processes": [], "ipc": [], "files": []}
+        assert sandbox.unused_uid() == base
+    finally:
+        uids.remove_ipc_of(base)
+        pathlib.Path(sandbox.reservation(base)).unlink(missing_ok=True)
 
 
 # ----------------------------------------------------------------------------

@@ -164,12 +164,49 @@ def test_a_worker_reaches_no_network(level, monkeypatch):
 
 
 def test_grading_refuses_a_level_below_the_one_asked(monkeypatch, tmp_path):
-    monkeypatch.setenv("MINITENSOR_ISOLATION_ONLY", "uid" if os.geteuid() == 0 else "none")
-    copy = homework.strip(tmp_path / "student")
-    with pytest.raises(homework.HomeworkError, match=r"cannot be isolated at level 'landlock' or stronger"):
-        grade(copy, task="topological_order", isolation_at_least="landlock")
+    level = "landlock" if isolation.landlock_abi() else ("uid" if os.geteuid() == 0 else "none")
+    stronger = isolation.LEVELS[isolation.rank(level) + 1]
+    monkeypatch.setenv("MINITENSOR_ISOLATION_ONLY", level)
+    copy = homework.strip(tmp_path / "student", keep=["topological_order"])
+    with pytest.raises(homework.HomeworkError, match=rf"cannot be isolated at level '{stronger}' or stronger"):
+        grade(copy, task="topological_order", isolation_at_least=stronger)
+    if level != "uid":  # the control: the same grading with its level accepted grades (at uid, a readable
+        ok, rows, table = grade(copy, task="topological_order", isolation_at_least=level)  # repository refuses)
+        assert ok and f"student code ran at isolation level {level}" in table, table
     with pytest.raises(homework.HomeworkError, match=r"grade --isolation: 'paper' is not a level"):
         grade(copy, task="topological_order", isolation_at_least="paper")
+
+
+def test_a_sandbox_refuses_a_level_below_the_weakest_accepted_and_takes_one_at_it(monkeypatch, tmp_path):
+    """The same sandbox, asked for the level it can have and for the next one up (issue 47: with
+    the check of the weakest accepted level gone, the second would run at the first)."""
+    secret = _grader_secrets(tmp_path)  # under a 0700 folder: no level refuses for it
+    for level in _levels():
+        stronger = isolation.LEVELS[isolation.rank(level) + 1] if level != "bubblewrap" else None
+        monkeypatch.setenv("MINITENSOR_ISOLATION_ONLY", level)
+        box = sandbox.Sandbox(ROOT, isolation_at_least=level, sensitive=[secret])
+        box.close()
+        assert box.level == level
+        if stronger:
+            with pytest.raises(sandbox.IsolationError, match=rf"cannot be isolated at level '{stronger}' or stronger"):
+                sandbox.Sandbox(ROOT, isolation_at_least=stronger, sensitive=[secret])
+
+
+@pytest.mark.parametrize("level", [level for level in _levels() if level in ("bubblewrap", "landlock")])
+def test_bubblewrap_and_landlock_refuse_a_student_environment_that_shows_a_sensitive_path(level, monkeypatch,
+                                                                                           tmp_path):
+    """A path no worker may read, inside what the student environment shows (here: NumPy's
+    __init__.py), refuses the level; the control: a sensitive path elsewhere does not (issue 47)."""
+    monkeypatch.setenv("MINITENSOR_ISOLATION_ONLY", level)
+    environment = isolation.StudentEnvironment(os.environ.get("MINITENSOR_WORKER_PYTHON") or sys.executable)
+    numpy_init = os.path.join(next(path for path in environment.packages if os.path.basename(path) == "numpy"),
+                              "__init__.py")
+    with pytest.raises(sandbox.IsolationError,
+                       match=rf"{level}: the student environment holds {re.escape(os.path.realpath(numpy_init))}"):
+        sandbox.Sandbox(ROOT, sensitive=[numpy_init])
+    box = sandbox.Sandbox(ROOT, sensitive=[_grader_secrets(tmp_path)])
+    box.close()
+    assert box.level == level
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the uid level exists as root only")

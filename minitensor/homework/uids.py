@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from .isolation import IsolationError
-from .processes import kill_descendants, running_processes, started_at
+from .processes import is_alive, kill_descendants, running_processes, started_at
 
 # 0x70000000 ... 0x7FFDFFFF: above the ranges distributions and systemd hand out (accounts,
 # dynamic users, container ranges end at 0x6FFFFFFF) and below 2**31 and systemd's "foreign" range
@@ -151,11 +151,12 @@ def clean_up(uid, keep=()):
     remove_files_of(uid, keep)
 
 
-def leftovers_of(uid):
-    """What of `uid` the grader can find: {"processes": [pid], "ipc": [(kind, id)], "files": [path]}."""
-    return {"processes": sorted(pid for pid, (_, owner) in running_processes().items() if owner == uid),
+def leftovers_of(uid, keep=()):
+    """What of `uid` the grader can find: {"processes": [pid], "ipc": [(kind, id)], "files": [path]}
+    (files under `keep` left out; a process that has ended, and waits to be reaped, is not one)."""
+    return {"processes": sorted(pid for pid, (_, owner) in running_processes().items() if owner == uid and is_alive(pid)),
             "ipc": sorted((kind, number) for kind, number, owners in sysv_ipc_objects() if uid in owners),
-            "files": files_of(uid)}
+            "files": files_of(uid, keep=keep)}
 
 
 # ----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from minitensor import homework
-from minitensor.homework import isolation, sandbox, submission, uids
+from minitensor.homework import isolation, processes, sandbox, submission, uids
 import planted
 from round_trip import ROOT, grade
 
@@ -56,6 +56,19 @@ def probe_reach(paths, grader_pid, grader_cmdline):
     found["uid"] = os.getuid()
     return found
 '''
+
+
+def run_as(uid, code):
+    """`python -c code` as user `uid`: this Python, or Debian's where that user cannot run this one."""
+    for python in (sys.executable, "/usr/bin/python3"):
+        try:
+            done = subprocess.run([python, "-I", "-S", "-c", code], preexec_fn=uids.drop_to(uid), cwd="/",
+                                  capture_output=True, text=True, timeout=60)
+        except PermissionError:
+            continue
+        if done.returncode == 0 or "Permission denied" not in done.stderr:
+            return done
+    return done
 
 
 def _levels():
@@ -152,12 +165,49 @@ def test_a_worker_reaches_no_network(level, monkeypatch):
 
 
 def test_grading_refuses_a_level_below_the_one_asked(monkeypatch, tmp_path):
-    monkeypatch.setenv("MINITENSOR_ISOLATION_ONLY", "uid" if os.geteuid() == 0 else "none")
-    copy = homework.strip(tmp_path / "student")
-    with pytest.raises(homework.HomeworkError, match=r"cannot be isolated at level 'landlock' or stronger"):
-        grade(copy, task="topological_order", isolation_at_least="landlock")
+    level = "landlock" if isolation.landlock_abi() else ("uid" if os.geteuid() == 0 else "none")
+    stronger = isolation.LEVELS[isolation.rank(level) + 1]
+    monkeypatch.setenv("MINITENSOR_ISOLATION_ONLY", level)
+    copy = homework.strip(tmp_path / "student", keep=["topological_order"])
+    with pytest.raises(homework.HomeworkError, match=rf"cannot be isolated at level '{stronger}' or stronger"):
+        grade(copy, task="topological_order", isolation_at_least=stronger)
+    if level != "uid":  # the control: the same grading with its level accepted grades (at uid, a readable
+        ok, rows, table = grade(copy, task="topological_order", isolation_at_least=level)  # repository refuses)
+        assert ok and f"student code ran at isolation level {level}" in table, table
     with pytest.raises(homework.HomeworkError, match=r"grade --isolation: 'paper' is not a level"):
         grade(copy, task="topological_order", isolation_at_least="paper")
+
+
+def test_a_sandbox_refuses_a_level_below_the_weakest_accepted_and_takes_one_at_it(monkeypatch, tmp_path):
+    """The same sandbox, asked for the level it can have and for the next one up (issue 47: with
+    the check of the weakest accepted level gone, the second would run at the first)."""
+    secret = _grader_secrets(tmp_path)  # under a 0700 folder: no level refuses for it
+    for level in _levels():
+        stronger = isolation.LEVELS[isolation.rank(level) + 1] if level != "bubblewrap" else None
+        monkeypatch.setenv("MINITENSOR_ISOLATION_ONLY", level)
+        box = sandbox.Sandbox(ROOT, isolation_at_least=level, sensitive=[secret])
+        box.close()
+        assert box.level == level
+        if stronger:
+            with pytest.raises(sandbox.IsolationError, match=rf"cannot be isolated at level '{stronger}' or stronger"):
+                sandbox.Sandbox(ROOT, isolation_at_least=stronger, sensitive=[secret])
+
+
+@pytest.mark.parametrize("level", [level for level in _levels() if level in ("bubblewrap", "landlock")])
+def test_bubblewrap_and_landlock_refuse_a_student_environment_that_shows_a_sensitive_path(level, monkeypatch,
+                                                                                           tmp_path):
+    """A path no worker may read, inside what the student environment shows (here: NumPy's
+    __init__.py), refuses the level; the control: a sensitive path elsewhere does not (issue 47)."""
+    monkeypatch.setenv("MINITENSOR_ISOLATION_ONLY", level)
+    environment = isolation.StudentEnvironment(os.environ.get("MINITENSOR_WORKER_PYTHON") or sys.executable)
+    numpy_init = os.path.join(next(path for path in environment.packages if os.path.basename(path) == "numpy"),
+                              "__init__.py")
+    with pytest.raises(sandbox.IsolationError,
+                       match=rf"{level}: the student environment holds {re.escape(os.path.realpath(numpy_init))}"):
+        sandbox.Sandbox(ROOT, sensitive=[numpy_init])
+    box = sandbox.Sandbox(ROOT, sensitive=[_grader_secrets(tmp_path)])
+    box.close()
+    assert box.level == level
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the uid level exists as root only")
@@ -188,21 +238,54 @@ def test_student_code_never_runs_as_root(tmp_path):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="user ids are reserved only as root")
 def test_a_dead_graders_uid_reservation_is_reclaimed_and_a_live_one_is_not(monkeypatch):
-    # A base of this test's own, far above where graders start: a grader in the other test process
-    # (make test runs two) holds the first uids, and this test must neither take nor remove theirs.
-    base = uids.FIRST_UID + 4_000 + os.getpid() % 900
+    # Three ids of this test's own, below the range graders draw from (a grader in the other test
+    # process, as make test runs two, must neither take nor lose them): a dead grader's, with a
+    # process and a file of its user left, a live grader's (this process), and a free one.
+    base = uids.FIRST_UID - 10_000 + (os.getpid() % 900) * 3
     monkeypatch.setattr(uids, "FIRST_UID", base)
+    monkeypatch.setattr(uids, "UID_RANGE", 3)
     dead = subprocess.Popen(["true"])
     dead.wait()
-    stale = sandbox.reservation(base)
+    stale, live = sandbox.reservation(base), sandbox.reservation(base + 1)
     pathlib.Path(stale).write_text(f"{dead.pid} 1\n")
-    taken = sandbox.unused_uid()
+    pathlib.Path(live).write_text(f"{os.getpid()} {processes.started_at(os.getpid())}\n")
+    left = subprocess.Popen(["sleep", "60"], preexec_fn=uids.drop_to(base))
+    shm = pathlib.Path("/dev/shm") / f"minitensor-left-{os.getpid()}"
+    shm.write_text("a dead grading's worker left this")
+    os.chown(shm, base, base)
     try:
-        assert taken == base and pathlib.Path(stale).read_text().split()[0] == str(os.getpid())
-        assert sandbox.unused_uid() != taken  # ours is live: not reclaimed
+        taken = sandbox.unused_uid()
+        assert taken == base + 2  # neither the dead grading's id (passed over) nor the live one's
+        assert not os.path.exists(stale) and os.path.exists(live)
+        assert left.wait(timeout=10) == -9 and not shm.exists()  # the dead grading's leftovers: removed
+        assert sandbox.unused_uid() == base  # clean now, and no longer reserved
+        with pytest.raises(sandbox.IsolationError, match="no unused user id"):
+            sandbox.unused_uid()
     finally:
+        left.kill()
+        shm.unlink(missing_ok=True)
         for uid in range(base, base + 3):
             pathlib.Path(sandbox.reservation(uid)).unlink(missing_ok=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="user ids are reserved only as root")
+def test_a_uid_that_owns_anything_is_not_drawn_until_it_is_cleaned(monkeypatch):
+    """A user id with a SysV segment left (no reservation, no process: a grading that cleaned up
+    only its files) is passed over and its leftovers removed; the next draw may take it."""
+    base = uids.FIRST_UID - 20_000 + os.getpid() % 900
+    monkeypatch.setattr(uids, "FIRST_UID", base)
+    monkeypatch.setattr(uids, "UID_RANGE", 1)
+    make = "import ctypes; print(ctypes.CDLL(None).shmget(0, 4096, 0o1666))"  # IPC_PRIVATE, IPC_CREAT | 0666
+    segment = int(run_as(base, make).stdout)
+    try:
+        assert ("shm", segment) in uids.leftovers_of(base)["ipc"]
+        with pytest.raises(sandbox.IsolationError, match="no unused user id"):
+            sandbox.unused_uid()
+        assert uids.leftovers_of(base) == {"processes": [], "ipc": [], "files": []}
+        assert sandbox.unused_uid() == base
+    finally:
+        uids.remove_ipc_of(base)
+        pathlib.Path(sandbox.reservation(base)).unlink(missing_ok=True)
 
 
 # ----------------------------------------------------------------------------

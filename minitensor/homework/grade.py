@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from . import isolation
 from .sandbox import (PACKAGES, IsolationError, Sandbox, StudentError, WorkerDied, WorkerTimedOut, become_subreaper,
-                      kill_descendants)
+                      kill_descendants, release, unused_uid)
 from .strip import EXPECTED_FILES, SOLUTION_ROOT, STUDENT_MARK
 from .submission import copy_submission, find_plain_copy
 from .worker import Handle
@@ -89,14 +89,17 @@ def _sensitive(tests, extra):
     return [str(pathlib.Path(path).resolve()) for path in paths]
 
 
-def _why_copy_does_not_import(copy, python, seconds, isolation_at_least, sensitive=()):
+def _why_copy_does_not_import(copy, python, seconds, isolation_at_least, sensitive=(), uid=None, seen=None):
     """(None if the copy imports in a worker, else what stops it: file, line and error). A sandbox
     that cannot be made (no user to run the Python, a level below the one asked) is a
-    HomeworkError that says why, not a copy that "does not import"."""
+    HomeworkError that says why, not a copy that "does not import". `uid`: the submission's user
+    id (as root); `seen`, a dict, gets what a worker could see (Sandbox.could_see)."""
     try:
-        sandbox = Sandbox(copy, python=python, isolation_at_least=isolation_at_least, sensitive=sensitive)
+        sandbox = Sandbox(copy, python=python, isolation_at_least=isolation_at_least, sensitive=sensitive, uid=uid)
     except IsolationError as error:
         raise HomeworkError(f"grade: {error}") from None
+    if seen is not None:
+        seen["worker_could_see"] = sandbox.could_see
     worker = sandbox.worker("import")
     deadline = time.monotonic() + seconds
     try:
@@ -125,10 +128,24 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, isol
     The submission's packages are copied first, never followed (submission.py); the tests run in
     a grader process (pytest with plugin.py) that never imports the copy; the copy's code runs in
     worker processes under `python` (default: this interpreter), fenced in at the strongest level
-    the machine allows and at least `isolation_at_least` (isolation.py)."""
+    the machine allows and at least `isolation_at_least` (isolation.py). As root, the submission
+    gets a fresh user id (uids.py), which the import check and then the tests' workers use, and
+    everything it owns is removed at the end."""
     become_subreaper()
     python = python or os.environ.get("MINITENSOR_WORKER_PYTHON") or sys.executable
     isolation.rank(isolation_at_least)
+    try:
+        uid = unused_uid() if os.geteuid() == 0 else None
+    except IsolationError as error:
+        raise HomeworkError(f"grade: {error}") from None
+    try:
+        return _run_tests(copy, tests, extra, tasks, timeout, python, isolation_at_least, uid)
+    finally:
+        if uid is not None:
+            release(uid)
+
+
+def _run_tests(copy, tests, extra, tasks, timeout, python, isolation_at_least, uid):
     with tempfile.TemporaryDirectory(prefix="minitensor-grade-") as scratch:  # 0700: no worker reads it
         scratch = pathlib.Path(scratch)
         try:
@@ -154,6 +171,9 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, isol
                    MINITENSOR_GRADER_PYTHON=python, MINITENSOR_GRADER_LOG=str(scratch / "workers.log"),
                    MINITENSOR_GRADER_ISOLATION=isolation_at_least, MINITENSOR_GRADER_STUDENT_TESTS=str(student_tests),
                    MINITENSOR_GRADER_SENSITIVE=os.pathsep.join(_sensitive(tests, extra)))
+        uid_free = scratch / "uid-free"  # made once the import check's workers are gone: the tests' may start
+        if uid is not None:
+            env.update(MINITENSOR_GRADER_UID=str(uid), MINITENSOR_GRADER_UID_FREE=str(uid_free))
         if os.environ.get("MINITENSOR_ISOLATION_ONLY"):
             env["MINITENSOR_ISOLATION_ONLY"] = os.environ["MINITENSOR_ISOLATION_ONLY"]
         command = [sys.executable, "-m", "pytest", *args, "-p", f"{GRADER_PACKAGE}.plugin", "-c",
@@ -163,11 +183,15 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, isol
         output = scratch / "pytest.log"
         with open(output, "w") as log:  # the grader starts (PyTorch loads) while the import check runs
             run = subprocess.Popen(command, cwd=scratch, env=env, stdout=log, stderr=subprocess.STDOUT)
+        seen = {}
         try:
-            failure = _why_copy_does_not_import(copy, python, max(timeout, 60.0), isolation_at_least,
-                                                _sensitive(tests, extra))
+            try:
+                failure = _why_copy_does_not_import(copy, python, max(timeout, 60.0), isolation_at_least,
+                                                    _sensitive(tests, extra), uid=uid, seen=seen)
+            finally:
+                uid_free.write_text("")
             if failure:
-                return {"error": f"the copy does not import: {failure}", "tests": {}}
+                return {"error": f"the copy does not import: {failure}", "tests": {}, **seen}
             run.wait(timeout=limit)
         except subprocess.TimeoutExpired:
             return {"error": f"the tests did not finish within {limit:g} s (a hang no per-test limit could stop)",
@@ -178,6 +202,8 @@ def run_tests(copy, tests, extra=None, tasks=(), timeout=60.0, python=None, isol
             tail = "\n".join(output.read_text().strip().splitlines()[-5:])
             return {"error": f"the tests could not run on the copy:\n{tail}", "tests": {}}
         results = json.loads(results_file.read_text())
+        if results.get("worker_could_see") is None and seen.get("worker_could_see") is not None:
+            results["worker_could_see"] = seen["worker_could_see"]
         if results.get("error"):  # the grader could not fence the workers in: nothing was graded
             raise HomeworkError(f"grade: {results['error']}")
     for nodeid, entry in results["tests"].items():
@@ -353,7 +379,7 @@ def write_gradescope(path, results, rows, seconds, hidden_exist=True):
         "output": f"{summary}\n\n{table}",
         "visibility": "visible",
         "stdout_visibility": "hidden",
-        "extra_data": {"isolation": results.get("isolation")},
+        "extra_data": {"isolation": results.get("isolation"), "worker_could_see": results.get("worker_could_see")},
         "tests": entries,
     }
     pathlib.Path(path).write_text(json.dumps(document, indent=1) + "\n")

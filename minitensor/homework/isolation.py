@@ -13,6 +13,17 @@
 As root, every level drops to an unused user id first, so student code never runs as root. The
 levels are ordered; `grade --isolation LEVEL` refuses to grade below LEVEL.
 
+At landlock and uid, as root, the worker also gets namespaces of its own where the kernel allows
+them (`private_namespaces`, before the user id is dropped): its own SysV IPC and POSIX message
+queues (gone with the worker), its own network (none: abstract Unix sockets reach no one), and a
+private view of the mounts: /proc remounted hidepid=invisible (other users' processes are not
+listed), fresh size-capped /tmp, /var/tmp and /dev/shm holding only what the worker may use of
+them. Where a step is refused (Docker), it carries on without it: the grader then removes what the
+worker's user left (uids.clean_up), and results.json says what a worker could see
+(`Sandbox.could_see`). What no level but bubblewrap hides: a signal-0 probe (kill(pid, 0)) still
+tells which process ids exist (Landlock's signal scope answers EPERM, not ESRCH), and Landlock does
+not stop stat() outside the sandbox.
+
 What the worker may read is computed once per sandbox (`StudentEnvironment`): the interpreter
 (its standard library, never its site-packages), the distributions minitensor needs at run time
 (numpy, scipy, numba, matplotlib, tqdm, threadpoolctl and what they require: never PyTorch, never
@@ -198,6 +209,109 @@ def bubblewrap_command(environment, readable, home, writable=(), tmp_mb=TMP_MB):
         command += ["--bind", str(path), str(path)]
     command += ["--bind", str(home), str(home), "--chdir", str(home)]
     return command
+
+
+# ----------------------------------------------------------------------------
+# Namespaces of the worker's own at landlock and uid (as root), set up in its starter before exec
+# ----------------------------------------------------------------------------
+
+_CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWNET = 0x0002_0000, 0x0800_0000, 0x4000_0000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
+_MNT_DETACH = 2
+PRIVATE_TMP = ("/tmp", "/var/tmp")  # replaced by a fresh tmpfs each, with what the worker needs bound back
+NAMESPACE_STEPS = ("ipc", "net", "mount", "proc", "tmp", "shm", "mqueue")
+
+
+def private_namespaces(needed=(), cwd=None, tmp_mb=TMP_MB, steps=NAMESPACE_STEPS):
+    """As root, in a worker's child before it drops its user id: unshare the IPC, network and mount
+    namespaces, then (in the mount namespace, made private so nothing propagates back) remount
+    /proc with hidepid=invisible, and mount fresh tmpfs on /tmp and /var/tmp (the `needed` paths
+    under them, such as the sandbox, bound back at their places), /dev/shm and /dev/mqueue. Each
+    step is tried alone; a refused one is left out (a mount half made is undone). Returns the
+    steps that were made; then changes to `cwd` again (at its place in the new mounts). Raises
+    nothing: it runs between fork and exec."""
+    made = []
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return made
+
+    def mount(source, target, kind, flags, options):
+        return libc.mount(source and os.fsencode(source), os.fsencode(target), kind and kind.encode(),
+                          ctypes.c_ulong(flags), options and options.encode()) == 0
+
+    for step, flag in (("ipc", _CLONE_NEWIPC), ("net", _CLONE_NEWNET), ("mount", _CLONE_NEWNS)):
+        if step in steps and libc.unshare(flag) == 0:
+            made.append(step)
+    if "mount" not in made:
+        return made
+    if not mount("none", "/", None, _MS_REC | _MS_PRIVATE, None):
+        return made  # mounts made now could reach the machine's: none is made
+    plain = _MS_NOSUID | _MS_NODEV
+    if "proc" in steps and mount("proc", "/proc", "proc", plain | _MS_NOEXEC, "hidepid=invisible"):
+        made.append("proc")
+    if "tmp" in steps and _private_tmp(libc, mount, needed, tmp_mb):
+        made.append("tmp")
+    if "shm" in steps and os.path.isdir("/dev/shm") and \
+            mount("tmpfs", "/dev/shm", "tmpfs", plain, f"size={SHM_MB * 2**20},mode=1777"):
+        made.append("shm")
+    if "mqueue" in steps and "ipc" in made and os.path.isdir("/dev/mqueue") and \
+            mount("mqueue", "/dev/mqueue", "mqueue", plain | _MS_NOEXEC, None):
+        made.append("mqueue")  # the new IPC namespace's queues (mq_open reaches them without it)
+    if cwd is not None:
+        try:
+            os.chdir(cwd)  # the folder at its place in the new mounts (the same folder, bound back)
+        except OSError:
+            pass
+    return made
+
+
+def _entry(path):
+    """`path` with its folders' links resolved and its last component kept (a link stays a link)."""
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+
+
+def _private_tmp(libc, mount, needed, tmp_mb):
+    """A fresh tmpfs on each of PRIVATE_TMP, the `needed` paths under it put back: a folder or
+    file bound from a descriptor opened before the mount, a link made again. All or nothing: a
+    failure undoes that folder's mount and stops."""
+    for top in PRIVATE_TMP:
+        if not os.path.isdir(top) or os.path.islink(top):
+            continue
+        real_top = os.path.realpath(top)
+        inside = _minimal([_entry(str(path)) for path in needed
+                           if _entry(str(path)).startswith(real_top.rstrip("/") + "/") and os.path.lexists(path)])
+        kept = []  # (path, a descriptor to bind from, or None, and a link's target)
+        try:
+            for path in inside:
+                if os.path.islink(path):
+                    kept.append((path, None, os.readlink(path)))
+                else:
+                    kept.append((path, os.open(path, os.O_PATH | os.O_CLOEXEC), None))
+            if not mount("tmpfs", real_top, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={tmp_mb * 2**20},mode=1777"):
+                return False
+            try:
+                for path, fd, target in kept:
+                    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+                    if fd is None:
+                        os.symlink(target, path)
+                        continue
+                    if os.path.isdir(f"/proc/self/fd/{fd}"):
+                        os.mkdir(path, 0o700)
+                    else:
+                        os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o600))
+                    if not mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC, None):
+                        raise OSError(ctypes.get_errno(), f"bind {path}")
+            except OSError:
+                libc.umount2(os.fsencode(real_top), _MNT_DETACH)
+                return False
+        except OSError:
+            return False
+        finally:
+            for _, fd, _ in kept:
+                if fd is not None:
+                    os.close(fd)
+    return True
 
 
 # ----------------------------------------------------------------------------

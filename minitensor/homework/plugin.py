@@ -19,8 +19,10 @@ MINITENSOR_GRADER_TIMEOUT (seconds per test), MINITENSOR_GRADER_COPY (the copy's
 MINITENSOR_GRADER_PYTHON (the interpreter workers run), MINITENSOR_GRADER_LOG (the workers' output),
 MINITENSOR_GRADER_ISOLATION (the weakest isolation level accepted), MINITENSOR_GRADER_SENSITIVE (paths
 no worker may read, os.pathsep-separated), MINITENSOR_GRADER_STUDENT_TESTS (the submission's
-tests/student/, copied: the test-writing tasks' files). The results file also says
-which level the workers ran at ("isolation") and the grader's own peak memory ("grader_max_rss_mb").
+tests/student/, copied: the test-writing tasks' files), MINITENSOR_GRADER_UID (as root: the
+submission's user id, which the workers use once the file MINITENSOR_GRADER_UID_FREE exists). The
+results file also says which level the workers ran at ("isolation"), what a worker could see there
+("worker_could_see", Sandbox.could_see) and the grader's own peak memory ("grader_max_rss_mb").
 A test's clock starts when its worker is ready (its start-up is not the student's time).
 """
 
@@ -47,7 +49,7 @@ LOG = os.environ.get("MINITENSOR_GRADER_LOG")
 ISOLATION = os.environ.get("MINITENSOR_GRADER_ISOLATION", "none")
 SENSITIVE = [path for path in os.environ.get("MINITENSOR_GRADER_SENSITIVE", "").split(os.pathsep) if path]
 STUDENT_TESTS = os.environ.get("MINITENSOR_GRADER_STUDENT_TESTS")
-_tests, _collect_errors, _session = {}, [], {"isolation": None, "error": None}
+_tests, _collect_errors, _session = {}, [], {"isolation": None, "error": None, "worker_could_see": None}
 become_subreaper()
 
 
@@ -101,8 +103,9 @@ class _Workers:
 
     def made_sandbox(self):
         if self.sandbox is None:
-            self.sandbox = Sandbox(COPY, python=PYTHON, isolation_at_least=ISOLATION, sensitive=SENSITIVE)
-            _session["isolation"] = self.sandbox.level
+            uid = _submission_uid()
+            self.sandbox = Sandbox(COPY, python=PYTHON, isolation_at_least=ISOLATION, sensitive=SENSITIVE, uid=uid)
+            _session["isolation"], _session["worker_could_see"] = self.sandbox.level, self.sandbox.could_see
         return self.sandbox
 
     def stop(self):
@@ -118,6 +121,20 @@ class _Workers:
 
 
 _workers = _Workers()
+
+
+def _submission_uid():
+    """The submission's user id that `grade` reserved (MINITENSOR_GRADER_UID), once its import
+    check is done with it (MINITENSOR_GRADER_UID_FREE exists); None where grade gave none."""
+    uid, free = os.environ.get("MINITENSOR_GRADER_UID"), os.environ.get("MINITENSOR_GRADER_UID_FREE")
+    if not uid:
+        return None
+    parent, deadline = os.getppid(), time.monotonic() + 900
+    while not os.path.exists(free):
+        if os.getppid() != parent or time.monotonic() > deadline:
+            raise IsolationError("the grader's import check did not hand over the submission's user id")
+        time.sleep(0.05)
+    return int(uid)
 
 
 @pytest.fixture
@@ -253,4 +270,5 @@ def pytest_sessionfinish(session):
     with open(RESULTS, "w") as file:
         json.dump({"tests": _tests, "collect_errors": _collect_errors, "finished": time.time(),
                    "isolation": _session["isolation"], "error": _session["error"],
+                   "worker_could_see": _session["worker_could_see"],
                    "grader_max_rss_mb": round(peak, 1)}, file)

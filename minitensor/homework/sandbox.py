@@ -10,19 +10,32 @@ What fences the worker in is in isolation.py (the levels) and the README, "For t
 - It sees the copy's minitensor/, models/, demos/ and benchmarks/, the student environment (the
   run-time packages, never PyTorch or the grader's) and its own home, through the strongest
   level the machine allows (bubblewrap, landlock, uid, none); `isolation` is the least accepted.
-- Student code never runs as root: as root, the worker runs as an unused user id (reserved in a
-  file that names the grader's process, so a crashed grader's reservation is reclaimed), and
-  grading stops with the reason when no other user can run the worker's Python.
+- Student code never runs as root: as root, the worker runs as a fresh user id, drawn at random
+  from a large range and never one that owns anything (uids.py; reserved in a file that names the
+  grader's process, so a crashed grader's reservation is reclaimed), and grading stops with the
+  reason when no other user can run the worker's Python. A submission's import check and its
+  tests' workers share one (`Sandbox(uid=...)`, reserved by `grade`), used by one sandbox at a time.
+- The sandbox's folder is closed to every other user: 0710, owned by root with the worker's group
+  as root (the worker passes through to the copy, its home and the cache, and cannot list, write or
+  chmod it), 0700 and the grader's otherwise.
+- At landlock and uid, as root, each worker has its own IPC, network and mount namespaces where
+  the kernel allows them (isolation.private_namespaces: other users' processes unlisted in /proc,
+  its own /tmp, /var/tmp, /dev/shm, SysV IPC and message queues); what a worker could still see at
+  the level chosen is measured once (`could_see`, written to results.json).
 - Limits (`resource.setrlimit`): CPU seconds, address space, file size, open files, processes,
   no core files; a worker's writable folders are capped in size (checked after each call;
   bubblewrap's /tmp is a capped tmpfs); each call has a wall-clock limit that starts when the
   worker is ready; past it the worker is killed and the next call starts a new one. A crash or
   `os._exit` costs the test it happened in.
 - The grader is a child subreaper, so a worker's detached grandchildren come back to it and are
-  killed with the rest (`kill_descendants`) before any result is written; as root, every process
-  of the worker's user id is killed and its files in /tmp, /var/tmp and /dev/shm removed.
+  killed with the rest (`kill_descendants`) before any result is written; as root, after each
+  worker and at `close`, everything the worker's user id owns is removed (uids.clean_up): its
+  processes, SysV shared memory, semaphores and message queues, and its files, sockets and POSIX
+  shared memory in the shared temporary folders. Without a user id of its own (the grader not
+  root), the shared memory segments its processes made are removed.
 """
 
+import json
 import os
 import pathlib
 import secrets
@@ -38,7 +51,8 @@ import time
 from . import isolation
 from .isolation import IsolationError
 from .processes import become_subreaper, descendants, is_alive, kill_descendants, running_processes  # noqa: F401
-from .uids import FIRST_UID, drop_to, remove_files_of, reservation, unused_uid  # noqa: F401
+from .uids import (FIRST_UID, clean_up, drop_to, release, remove_files_of, remove_segments_made_by,  # noqa: F401
+                   reservation, unused_uid)
 from .worker import MAX_MESSAGE, decode, encode
 
 PACKAGES = ("minitensor", "models", "demos", "benchmarks")  # what a graded copy contributes
@@ -51,6 +65,7 @@ DISK_MB = 512  # what a worker may leave in its writable folders
 OPEN_FILES = 256
 PROCESSES = 128  # a worker's own processes and threads (beyond what its user already runs)
 START_SECONDS = 120.0  # a worker's start-up (Python, NumPy, the copy's import): not part of any test's time
+NAMESPACE_STEPS = isolation.NAMESPACE_STEPS  # what private_namespaces tries at landlock and uid (tests: fewer)
 
 
 class StudentError(Exception):
@@ -85,20 +100,26 @@ class Sandbox:
     """A folder with the copy's packages (read-only for the worker), one home per worker, and the
     isolation level every worker of it runs at (`level`)."""
 
-    def __init__(self, copy, memory_mb=MEMORY_MB, python=None, isolation_at_least="none", sensitive=()):
+    def __init__(self, copy, memory_mb=MEMORY_MB, python=None, isolation_at_least="none", sensitive=(), uid=None):
         """`sensitive`: paths no worker may read (the teacher's repository and tests, the grader's
         packages); a level that cannot keep them out is refused (at the uid level: they must not
-        be readable by other users)."""
+        be readable by other users). `uid` (as root): the submission's user id, reserved by the
+        caller, who frees it (`release`); this sandbox removes what it owns when it closes, and
+        no other sandbox may use it meanwhile. Without it, the sandbox reserves one of its own."""
         minimum = isolation.rank(isolation_at_least)
+        if uid is not None and os.geteuid() != 0:
+            raise ValueError("a worker's user id can be given only to a grader running as root")
         self.sensitive = [os.path.realpath(path) for path in sensitive if os.path.exists(path)]
-        self.root = pathlib.Path(tempfile.mkdtemp(prefix="minitensor-sandbox-"))
+        self.root = pathlib.Path(tempfile.mkdtemp(prefix="minitensor-sandbox-"))  # 0700
         self.python = python or os.environ.get("MINITENSOR_WORKER_PYTHON") or sys.executable
         self.memory_mb = memory_mb
         self.uid = None
+        self._owns_uid = uid is None
         self.count = 0
         self.homes = []
+        self.could_see = None
         try:
-            self.uid = unused_uid() if os.geteuid() == 0 else None
+            self.uid = uid if uid is not None else (unused_uid() if os.geteuid() == 0 else None)
             self.code = self.root / "code"
             self.code.mkdir()
             for name in PACKAGES:
@@ -109,9 +130,11 @@ class Sandbox:
             shutil.copy2(WORKER_FILE, self.worker_file)
             self.runner_file = self.root / "runner.py"  # a test-writing task's runs (worker.py's run_tests)
             shutil.copy2(RUNNER_FILE, self.runner_file)
-            for path in [self.root, *self.code.rglob("*"), self.worker_file, self.runner_file]:
-                path.chmod(0o755 if path.is_dir() else 0o644)
-            self.root.chmod(0o711)  # the worker may pass through, not list
+            for path in [*self.code.rglob("*"), self.code, self.worker_file, self.runner_file]:
+                path.chmod(0o755 if path.is_dir() else 0o644)  # behind the root folder, closed to other users
+            if self.uid is not None:  # the worker's group passes through; no one else (but root) gets in
+                os.chown(self.root, 0, self.uid)
+                self.root.chmod(0o710)
             self.cache = self._home("numba-cache")  # shared by the workers: a kernel compiles once a run
             self._processes_before = sum(owner == os.getuid() for _, owner in running_processes().values())
             self.environment = self._environment()
@@ -171,8 +194,11 @@ class Sandbox:
         home = self._home("check")
         try:
             probe = Worker(self, "check", home, os.devnull, level=level)
-            check_numpy = f"import sys; sys.path.insert(0, {str(self.site)!r}); import numpy; numpy.ones(2).sum()"
-            command = probe.command(["-c", check_numpy])
+            check_numpy = (f"import sys; sys.path.insert(0, {str(self.site)!r}); import numpy; numpy.ones(2).sum()\n"
+                           + _WHAT_A_WORKER_SEES)
+            asked = {"outside": _OUTSIDE, "own": sorted({path.split("/")[2] for path in map(str, probe._needed)
+                                                         if path.startswith("/tmp/")})}
+            command = probe.command(["-c", check_numpy, json.dumps(asked)])
             check = subprocess.run(command, cwd=home, env=_environment(home, self.cache, level),
                                    preexec_fn=probe._limits, capture_output=True, timeout=120)
         except (OSError, subprocess.SubprocessError) as error:
@@ -181,6 +207,7 @@ class Sandbox:
             shutil.rmtree(home, ignore_errors=True)
         if check.returncode:
             return (check.stderr.decode(errors="replace").strip().splitlines() or [f"exit {check.returncode}"])[-1]
+        self.could_see = _could_see(check.stdout)
         return None
 
     def _readable_by_worker(self, paths):
@@ -213,17 +240,81 @@ class Sandbox:
         return Worker(self, task, home, log, level=self.level)
 
     def close(self):
-        """Kill every process of the sandbox's user (the workers and whatever they started) and
-        free its user id; the caller kills its own descendants (`kill_descendants`)."""
+        """Remove everything of the sandbox's user (the workers and whatever they started, its IPC
+        objects and files: uids.clean_up) and free its user id if the sandbox reserved it; the
+        caller kills its own descendants (`kill_descendants`)."""
         if self.uid is not None:
-            kill_descendants(self.uid, only_uid=True)
-            remove_files_of(self.uid)
-            try:
-                os.remove(reservation(self.uid))
-            except OSError:
-                pass
+            if self._owns_uid:
+                release(self.uid)
+            else:
+                clean_up(self.uid)
             self.uid = None
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+_OUTSIDE = ("/etc/passwd", str(WORKER_FILE))  # outside every sandbox; bubblewrap does not even show them
+_WHAT_A_WORKER_SEES = r"""
+import json, os
+asked = json.loads(sys.argv[1])
+me = {os.getpid(), os.getppid()}
+try:
+    me |= {int(tid) for tid in os.listdir("/proc/self/task")}  # its own threads (NumPy's) answer signal 0 too
+except OSError:
+    pass
+try:
+    listed = len([p for p in os.listdir("/proc") if p.isdigit() and int(p) not in me])
+except OSError:
+    listed = 0
+found = 0  # signal 0 tells a process that exists (EPERM) from one that does not (ESRCH)
+for pid in range(1, min(max(os.getpid(), 32768) + 32768, 1 << 22)):
+    if pid not in me:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        except OSError:
+            pass
+        found += 1
+outside = False
+for path in asked["outside"]:
+    try:
+        os.stat(path)
+        outside = True
+    except OSError:
+        pass
+try:
+    tmp = len([name for name in os.listdir("/tmp") if name not in asked["own"]])
+except OSError:
+    tmp = 0
+spaces = {}
+for kind in ("ipc", "net", "mnt"):
+    try:
+        spaces[kind] = os.readlink("/proc/self/ns/" + kind)
+    except OSError:
+        spaces[kind] = None
+print(json.dumps({"listed": listed, "found": found, "outside": outside, "tmp": tmp, "spaces": spaces}))
+"""
+
+
+def _could_see(stdout):
+    """What the check found, as results.json reports it: other processes (found with signal 0,
+    and those listed in /proc), whether stat() answers outside the sandbox, the entries of /tmp
+    that are not its own (the sandbox, the student environment), whether its SysV IPC, network
+    and mounts were its own. None if it said nothing."""
+    try:
+        seen = json.loads(stdout.decode(errors="replace").strip().splitlines()[-1])
+        grader = {}
+        for kind in ("ipc", "net", "mnt"):
+            try:
+                grader[kind] = os.readlink(f"/proc/self/ns/{kind}")
+            except OSError:
+                grader[kind] = None
+        return {"other_processes": int(seen["found"]), "other_processes_listed": int(seen["listed"]),
+                "metadata_outside": bool(seen["outside"]), "other_files_in_tmp": int(seen["tmp"]),
+                **{f"own_{name}": seen["spaces"][kind] is not None and seen["spaces"][kind] != grader[kind]
+                   for kind, name in (("ipc", "ipc_namespace"), ("net", "network"), ("mnt", "mounts"))}}
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
 
 
 def _environment(home, cache, level):
@@ -243,6 +334,8 @@ class Worker:
         self.sandbox, self.task, self.home, self.level = sandbox, task, home, level
         self.log = log or os.devnull
         self.process = None
+        self._needed = [*sandbox.readable, home, sandbox.cache, *sandbox.environment.readable,
+                        *sandbox.environment.packages]  # what its private /tmp holds (landlock, uid)
 
     def command(self, arguments):
         """The worker's command line at its level: Python, inside bwrap for bubblewrap."""
@@ -254,7 +347,7 @@ class Worker:
                                             writable=[sandbox.cache]) + python
 
     def _limits(self):
-        """Run in the worker's process before it execs: limits, the user id, Landlock."""
+        """Run in the worker's process before it execs: limits, namespaces, the user id, Landlock."""
         import resource
 
         megabytes = 2**20
@@ -266,6 +359,8 @@ class Worker:
         uid = self.sandbox.uid
         already = 0 if uid is not None else self.sandbox._processes_before  # the limit counts the user's processes
         resource.setrlimit(resource.RLIMIT_NPROC, (already + PROCESSES,) * 2)
+        if uid is not None and self.level in ("landlock", "uid") and os.geteuid() == 0:
+            isolation.private_namespaces(self._needed, cwd=str(self.home), steps=NAMESPACE_STEPS)
         if uid is not None:
             drop_to(uid)()
         if self.level != "bubblewrap":  # bubblewrap has no network at all; elsewhere: no socket but a Unix one
@@ -416,11 +511,13 @@ class Worker:
             status = process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             status = None
-        if self.sandbox.uid is not None:
-            kill_descendants(self.sandbox.uid, only_uid=True)  # until none is left: the next worker starts clean
+        if self.sandbox.uid is not None:  # until none is left: the next worker starts clean
+            clean_up(self.sandbox.uid, keep=[self.sandbox.root])  # its processes, SysV IPC, files in the shared folders
         deadline = time.monotonic() + 5
         while any(is_alive(pid) for pid in family) and time.monotonic() < deadline:
             time.sleep(0.01)
+        if self.sandbox.uid is None:  # the grader's own user: what is surely the worker's
+            remove_segments_made_by({process.pid, *family})
         try:
             process.stdin.close()
         except OSError:

@@ -46,9 +46,15 @@ def to_numpy(a):
 TOLERANCE = {np.float32: dict(rtol=2e-4, atol=2e-5), np.float64: dict(rtol=1e-9, atol=1e-11)}
 
 
+def f64(a):
+    """The truth a float32 result is judged against: the reference kernels on float64 copies."""
+    return None if a is None else np.asarray(a, dtype=np.float64)
+
+
 def assert_close(actual, expected, dtype):
-    actual, expected = to_numpy(actual), np.asarray(expected)
-    assert actual.dtype == expected.dtype
+    """`actual` (a backend's, in `dtype`) against `expected`, the reference computed in float64."""
+    actual, expected = to_numpy(actual), np.asarray(expected, dtype=np.float64)
+    assert actual.dtype == np.dtype(dtype)
     assert not np.isnan(actual).any()
     np.testing.assert_allclose(actual, expected, **TOLERANCE[dtype])
 
@@ -92,13 +98,14 @@ def test_softmax_matches_reference(backend, data):
         dropped = data.draw(st.integers(0, len(shape)))
         mask_shape = tuple(n if data.draw(st.booleans()) else 1 for n in shape[dropped:])
         mask = data.draw(hnp.arrays(np.bool_, mask_shape))
-    expected = reference.softmax(x, axis, mask)
+    expected = reference.softmax(f64(x), axis, mask)
     y = backend.softmax(to_backend(backend, x), axis, to_backend(backend, mask))
     assert_close(y, expected, dtype)
     dy = data.draw(gradients(shape, dtype))
+    y_in = expected.astype(dtype)  # backward's input in the backend's dtype; its truth in float64
     assert_close(
-        backend.softmax_backward(to_backend(backend, expected), to_backend(backend, dy), axis),
-        reference.softmax_backward(expected, dy, axis),
+        backend.softmax_backward(to_backend(backend, y_in), to_backend(backend, dy), axis),
+        reference.softmax_backward(f64(y_in), f64(dy), axis),
         dtype,
     )
 
@@ -121,12 +128,13 @@ def test_log_softmax_matches_reference(backend, data):
     shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=6))
     axis = data.draw(st.integers(-len(shape), len(shape) - 1))
     x = data.draw(values(shape, dtype))
-    expected = reference.log_softmax(x, axis)
+    expected = reference.log_softmax(f64(x), axis)
     assert_close(backend.log_softmax(to_backend(backend, x), axis), expected, dtype)
     dy = data.draw(gradients(shape, dtype))
+    y_in = expected.astype(dtype)
     assert_close(
-        backend.log_softmax_backward(to_backend(backend, expected), to_backend(backend, dy), axis),
-        reference.log_softmax_backward(expected, dy, axis),
+        backend.log_softmax_backward(to_backend(backend, y_in), to_backend(backend, dy), axis),
+        reference.log_softmax_backward(f64(y_in), f64(dy), axis),
         dtype,
     )
 
@@ -144,12 +152,13 @@ def test_layer_norm_matches_reference(backend, data):
     affine = data.draw(st.booleans())
     weight = data.draw(values(shape[-1:], dtype, extreme=False)) if affine else None
     bias = data.draw(values(shape[-1:], dtype, extreme=False)) if affine else None
-    y, mean, rstd = reference.layer_norm(x, weight, bias, 1e-5)
+    y, mean, rstd = reference.layer_norm(f64(x), f64(weight), f64(bias), 1e-5)
     got = backend.layer_norm(*(to_backend(backend, a) for a in (x, weight, bias)), 1e-5)
-    for actual, expected in zip(got, (y, mean, rstd)):
+    for actual, expected in zip(got, (y, mean, rstd)):  # rstd included: judged against float64
         assert_close(actual, expected, dtype)
     dy = data.draw(values(shape, dtype, extreme=False))
-    expected_grads = reference.layer_norm_backward(dy, x, weight, mean, rstd)
+    mean, rstd = mean.astype(dtype), rstd.astype(dtype)  # what forward saves, in the backend's dtype
+    expected_grads = reference.layer_norm_backward(f64(dy), f64(x), f64(weight), f64(mean), f64(rstd))
     got_grads = backend.layer_norm_backward(*(to_backend(backend, a) for a in (dy, x, weight, mean, rstd)))
     for actual, expected in zip(got_grads, expected_grads):
         if expected is None:
@@ -164,11 +173,11 @@ def test_gelu_matches_reference(backend, approximate, data):
     dtype = data.draw(dtypes)
     shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=6))
     x = data.draw(values(shape, dtype, extreme=False))
-    assert_close(backend.gelu(to_backend(backend, x), approximate), reference.gelu(x, approximate), dtype)
+    assert_close(backend.gelu(to_backend(backend, x), approximate), reference.gelu(f64(x), approximate), dtype)
     dy = data.draw(values(shape, dtype, extreme=False))
     assert_close(
         backend.gelu_backward(to_backend(backend, x), to_backend(backend, dy), approximate),
-        reference.gelu_backward(x, dy, approximate),
+        reference.gelu_backward(f64(x), f64(dy), approximate),
         dtype,
     )
 
@@ -248,7 +257,9 @@ def test_attention_matches_reference(backend, case, threshold):
 
 
 def _attention_matches_reference(backend, dtype, q, k, v, mask, is_causal):
-    out, stats = reference.attention(q, k, v, mask, None, is_causal)
+    # the truth in float64 (the softmax statistics included); the backward's inputs in dtype
+    out, stats = reference.attention(f64(q), f64(k), f64(v), mask if mask is None or mask.dtype == bool else f64(mask),
+                                     None, is_causal)
     got_out, got_stats = backend.attention(*(to_backend(backend, a) for a in (q, k, v, mask)), None, is_causal)
     # An output is a weighted mean of values: in float32 it is exact to a few ulps of
     # the largest value, not of itself (weights summing values of both signs cancel).
@@ -258,7 +269,9 @@ def _attention_matches_reference(backend, dtype, q, k, v, mask, is_causal):
     for got_part, part in zip(got_stats, stats):  # row max (-inf where fully masked) and row sum (0)
         np.testing.assert_allclose(to_numpy(got_part), part, **TOLERANCE[dtype])
     dout = np.random.default_rng(1).standard_normal(out.shape).astype(dtype)
-    expected = reference.attention_backward(q, k, v, out, stats, dout, mask, None, is_causal)
+    out, stats = out.astype(dtype), tuple(part.astype(dtype) for part in stats)
+    expected = reference.attention_backward(f64(q), f64(k), f64(v), f64(out), tuple(map(f64, stats)), f64(dout),
+                                            mask if mask is None or mask.dtype == bool else f64(mask), None, is_causal)
     got = backend.attention_backward(
         *(to_backend(backend, a) for a in (q, k, v, out)), tuple(to_backend(backend, part) for part in stats),
         *(to_backend(backend, a) for a in (dout, mask)), None, is_causal

@@ -108,10 +108,10 @@ def browser():
 
 
 @pytest.fixture(scope="session")
-def worker_python(tmp_path_factory):
-    """An interpreter student code can run under as a user of its own: this one, or (as root,
-    when this one lives where other users cannot read, as pyenv's under /root does) Debian's
-    python3.11 with this environment's packages on its path."""
+def python_others_can_run():
+    """This interpreter, with this environment's packages, as one another user can start: this one,
+    or (as root, when this one lives where other users cannot read, as pyenv's under /root does)
+    Debian's python3.11 with this environment's packages on its path."""
     if os.geteuid() != 0:
         yield sys.executable
         return
@@ -140,6 +140,17 @@ def worker_python(tmp_path_factory):
     (folder / "lib" / "python3.11" / "site-packages" / "worker-packages.pth").write_text(f"{site}\n")
     yield str(folder / "bin" / "python")
     shutil.rmtree(folder.parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def worker_python(python_others_can_run):
+    """The interpreter student code runs under: MINITENSOR_WORKER_PYTHON where it is set when the
+    suite starts (.ci/run, as root, sets one with the run-time packages alone, so that the uid level
+    can be graded), else `python_others_can_run`."""
+    return PRESET_WORKER_PYTHON or python_others_can_run
+
+
+PRESET_WORKER_PYTHON = os.environ.get("MINITENSOR_WORKER_PYTHON")
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -1,6 +1,13 @@
 """Grading whole copies: the stripped copy fails every task and says what blocks what; the solution
-passes every task. Each grades every task (a grading run per test), so this file holds these two alone."""
+passes every task, at every isolation level this machine has, graded by root and by another user.
+Each grades every task (a grading run per test), so this file holds these alone."""
 
+
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
 
 import pytest
 from round_trip import ROOT, grade, levels_here, passed_tasks
@@ -36,3 +43,39 @@ def test_the_solution_gets_full_marks_at_every_weaker_level_too(level, monkeypat
     ok, rows, table = grade(ROOT)
     assert ok and passed_tasks(rows) == homework.TASK_NAMES, table
     assert f"student code ran at isolation level {level}" in table, table
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the tests above already grade as a user other than root")
+@pytest.mark.skipif(os.stat(ROOT).st_mode & 0o055 == 0, reason="no user but root can read this repository")
+@pytest.mark.parametrize("level", [level for level in levels_here() if getattr(level, "values", [level])[0] != "uid"]
+                         + ["none"])
+def test_the_solution_gets_full_marks_graded_by_a_user_other_than_root(level, python_others_can_run):
+    """A teacher who grades as an ordinary user (no uid to drop to: the worker runs as the teacher)
+    gets full marks for honest work at every level an ordinary user has here: bubblewrap without
+    privileges, Landlock, and none. The grader runs as a fresh uid whose home and caches are a
+    temporary folder, and who can write nothing in the repository. Where the repository is closed to
+    other users (.ci/run: 0750, so that the uid level can grade), the teacher is in its group."""
+    from minitensor.homework import uids
+
+    uid = uids.unused_uid()
+
+    def as_teacher():
+        os.setgroups([os.stat(ROOT).st_gid])
+        os.setgid(uid)
+        os.setuid(uid)
+
+    try:
+        home = pathlib.Path(tempfile.mkdtemp(prefix="minitensor-teacher-"))  # pytest's folders are root's, 0700
+        os.chown(home, uid, uid)
+        environment = {key: value for key, value in os.environ.items() if not key.startswith("MINITENSOR_")}
+        environment.update(HOME=str(home), TMPDIR=str(home), PYTHONDONTWRITEBYTECODE="1",
+                           NUMBA_CACHE_DIR=str(home / "numba"), MINITENSOR_ISOLATION_ONLY=level)
+        run = subprocess.run([python_others_can_run, "-m", "minitensor.homework", "grade", str(ROOT)], cwd=ROOT,
+                             env=environment, preexec_fn=as_teacher, capture_output=True, text=True,
+                             timeout=600)
+    finally:
+        uids.release(uid)  # its processes, IPC objects and files in /tmp (its home among them)
+        shutil.rmtree(home, ignore_errors=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "250.0 / 250" in run.stdout and "all tests passed" in run.stdout, run.stdout
+    assert f"student code ran at isolation level {level}" in run.stdout, run.stdout

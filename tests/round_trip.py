@@ -57,3 +57,35 @@ def levels_here():
         floor == "uid" and os.stat(ROOT).st_mode & 0o005 != 0,
         reason="other users can read this repository, so the uid level refuses to grade here "
                "(tests/test_homework_isolation.py checks the refusal)"))]
+
+
+SOLVED_REDUCE = "'BEGIN SOLUTION reductions'"
+FIND_SOLVED = f"""
+import os, sys
+for top in sys.argv[1:]:
+    for folder, folders, names in os.walk(top):
+        folders[:] = [f for f in folders if f not in ('.git', 'site-packages', '__pycache__', 'node_modules')]
+        if 'reduce.py' in names:
+            try:
+                text = open(os.path.join(folder, 'reduce.py')).read()
+            except OSError:
+                continue
+            if {SOLVED_REDUCE} in text:
+                print(folder)
+"""
+
+
+def solved_checkouts_others_can_read():
+    """The folders of solved minitensor code (a reduce.py with its solution region) that a user with
+    no rights of its own can read, outside this repository: at the `uid` level a worker reads what
+    other users may read, so another solved checkout lying world-readable is the student's to find."""
+    import subprocess
+    import sys
+
+    from minitensor.homework.uids import drop_to
+
+    python = shutil.which("python3", path="/usr/bin:/usr/local/bin") or sys.executable  # one every user can run
+    run = subprocess.run([python, "-I", "-S", "-c",
+                          FIND_SOLVED, "/work", "/home", "/root", "/opt", "/srv", "/tmp"], preexec_fn=drop_to(61999),
+                         capture_output=True, text=True, cwd="/", timeout=300)
+    return [line for line in run.stdout.splitlines() if not line.startswith(str(ROOT))]

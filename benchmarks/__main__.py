@@ -5,7 +5,7 @@ import pathlib
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
-# block and kernels are not in a student copy (minitensor.homework.NOT_IN_STUDENT_COPY): run those present
+# block and kernels are not in a student copy (homework.NOT_IN_STUDENT_COPY): run those present
 BENCHMARKS = [name for name in ["overhead", "kernels", "block", "train", "user_models"]
               if (HERE / f"{name}.py").exists()]
 

@@ -3,7 +3,7 @@ static, offline site into site/ that a teacher can publish as is.
 
 How it is made, in order:
 
-1. A student copy of the repository (`minitensor.homework.strip`, in a temporary folder): every
+1. A student copy of the repository (`homework.strip`, in a temporary folder): every
    page's code and the API reference come from it, so no page shows a solution.
 2. Each demo (demos/NAME.py, a `# %%` script) becomes a notebook (jupytext) and is executed in one
    Jupyter kernel in quick mode (`--full`: the full runs), from the teacher's repository, so that

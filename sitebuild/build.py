@@ -14,7 +14,7 @@ import tempfile
 import yaml
 
 import demos
-from minitensor import homework
+import homework
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 WORK = ROOT / "build" / "site"  # ignored: the student copy, the cache, the generated pages
@@ -165,7 +165,7 @@ def _fence(text, language=""):
 
 def solution_lines():
     """{a line of a solution region, stripped: its task} over the teacher's marked files."""
-    from minitensor.homework.strip import marked_files, regions
+    from homework.strip import marked_files, regions
 
     lines = {}
     for path in marked_files(ROOT):
@@ -428,8 +428,8 @@ def task_pages(student, docs):
             f"# Task {number}: `{name}`\n\n"
             f"!!! hint \"The hint\"\n    {hint}\n\n"
             "## Grading it\n\n"
-            f"```bash\npython -m minitensor.homework grade . --task {name}      # its tests\n"
-            f"python -m minitensor.homework grade . --task {name} -v   # with each failing test's feedback\n```\n\n"
+            f"```bash\npython -m homework grade . --task {name}      # its tests\n"
+            f"python -m homework grade . --task {name} -v   # with each failing test's feedback\n```\n\n"
             "The stub raises `NotImplementedError` with this hint until you replace it. "
             "How grading works and what to do when a test fails: [the homework](index.md).\n\n"
             f"{previous}{' · ' if previous and following else ''}{following}\n")

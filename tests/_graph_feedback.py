@@ -12,7 +12,7 @@ output, or a gradient it passes on, departs while what it received agrees). The 
 node departs, which quantity, where its worst element is and how far the quantity departs in norm
 (a whole percentage), and states no value of the reference's. A hidden test's feedback is withheld
 by the grader as any other message of a hidden test. A grader without the teacher's minitensor (the
-Gradescope bundle's ships only minitensor.homework) keeps each test's own message.
+Gradescope bundle's ships only homework) keeps each test's own message.
 """
 
 import contextlib
@@ -22,7 +22,7 @@ import numpy as np
 try:  # the teacher's minitensor, where the grader has it (`grade` here, not a Gradescope bundle's grader)
     from minitensor.debug.compare_graphs import judge
     from minitensor.debug.compare_report import Comparison, first_text, table
-    from minitensor.homework.remote import LocalSide
+    from homework.remote import LocalSide
 except ImportError:  # without it no reference graph can be made: each test keeps its own message
     judge = None
 

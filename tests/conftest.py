@@ -70,7 +70,7 @@ if not os.environ.get("MINITENSOR_GRADER"):  # under `grade`, the grader's plugi
     @pytest.fixture
     def student():
         """The graded tests' way to the code under test: here, this repository's, in this process."""
-        from minitensor.homework.student import InProcessStudent
+        from homework.student import InProcessStudent
 
         return InProcessStudent()
 
@@ -193,7 +193,7 @@ def stripped_copy(tmp_path_factory):
     """A student copy of this repository (homework.strip), made once per run for every test file
     and worker that reads one. Read it only: a test that changes a copy copies it first
     (round_trip.copy_of)."""
-    from minitensor import homework
+    import homework
 
     return shared_once(tmp_path_factory, "stripped-copy", lambda folder: homework.strip(folder / "student"))
 

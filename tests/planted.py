@@ -10,7 +10,7 @@ own files) as a module of its own, imported and called by name."""
 import hashlib
 import os
 
-from minitensor.homework.worker import Handle
+from homework.worker import Handle
 
 
 def call(worker, source, name, args=(), kwargs=None, seconds=60.0, last=False):

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from minitensor import homework
+import homework
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -48,7 +48,7 @@ HIDDEN = (
 def levels_here():
     """Every isolation level this machine can grade at, the uid floor where it can keep the
     teacher's repository out (it refuses to grade where other users can read it)."""
-    from minitensor.homework import isolation
+    from homework import isolation
 
     levels = [level for level, present in [("bubblewrap", isolation.bubblewrap_path()),
                                            ("landlock", isolation.landlock_abi())] if present]
@@ -82,7 +82,7 @@ def solved_checkouts_others_can_read():
     import subprocess
     import sys
 
-    from minitensor.homework.uids import drop_to
+    from homework.uids import drop_to
 
     python = shutil.which("python3", path="/usr/bin:/usr/local/bin") or sys.executable  # one every user can run
     run = subprocess.run([python, "-I", "-S", "-c",

@@ -16,9 +16,9 @@ import sys
 import pytest
 from round_trip import ROOT, copy_of
 
-from minitensor import homework
-from minitensor.homework import testwriting
-from minitensor.homework.tasks import TEST_WRITING
+import homework
+from homework import testwriting
+from homework.tasks import TEST_WRITING
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +134,7 @@ def test_strip_refuses_bad_input_before_writing_anything(tmp_path):
     with pytest.raises(homework.HomeworkError, match=r"minitensor/broken\.py:2: the region of task 'kv_cache' is never closed"):
         homework.strip(tmp_path / "out2", root=repo)
     assert not (tmp_path / "out2").exists()
-    result = subprocess.run([sys.executable, "-m", "minitensor.homework", "strip", str(tmp_path / "o3"), "--keep", "no_such_task"],
+    result = subprocess.run([sys.executable, "-m", "homework", "strip", str(tmp_path / "o3"), "--keep", "no_such_task"],
                             capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2 and "unknown task(s) 'no_such_task'" in result.stderr and "Traceback" not in result.stderr
 
@@ -229,8 +229,8 @@ def test_the_leak_test_finds_a_solved_line_pasted_into_the_readme(student, tmp_p
 def test_the_student_copy_is_what_a_student_needs(student):
     assert (student / "README.md").read_text() == (ROOT / homework.STUDENT_README).read_text()
     assert not (student / homework.STUDENT_README).exists()
-    for path in (ROOT / "minitensor" / "homework").glob("*.py"):  # the grader, whole: students grade themselves
-        assert (student / "minitensor" / "homework" / path.name).read_text() == path.read_text()
+    for path in (ROOT / "homework").glob("*.py"):  # the grader, whole: students grade themselves
+        assert (student / "homework" / path.name).read_text() == path.read_text()
     assert not list(student.rglob("*.egg-info")) and not (student / "demos" / "figures" / "quick").exists()
     assert json.loads((student / homework.STUDENT_MARK).read_text())["tasks_to_do"] == homework.TASK_NAMES
     numba_source = (student / "minitensor" / "backends" / "numba_backend" / "softmax_rows.py").read_text()

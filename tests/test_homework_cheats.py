@@ -20,8 +20,8 @@ import zipfile
 import pytest
 from round_trip import HIDDEN, copy_of, grade, levels_here, solved_checkouts_others_can_read
 
-from minitensor import homework
-from minitensor.homework.strip import copy_environment
+import homework
+from homework.strip import copy_environment
 
 CHEATS = {
     # the grader's own pytest, made to pass every test, from the package's __init__

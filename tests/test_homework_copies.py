@@ -11,8 +11,8 @@ import sys
 import pytest
 from round_trip import ROOT, copy_of, grade, passed_tasks
 
-from minitensor import homework
-from minitensor.homework.strip import copy_environment
+import homework
+from homework.strip import copy_environment
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +91,6 @@ def test_grade_rejects_bad_input_with_the_librarys_error(tmp_path):
         homework.grade(ROOT, extra=tmp_path / "missing", stream=io.StringIO())
     with pytest.raises(homework.HomeworkError, match=r"unknown task\(s\) 'nope'"):
         homework.grade(ROOT, task="nope", stream=io.StringIO())
-    result = subprocess.run([sys.executable, "-m", "minitensor.homework", "grade", str(tmp_path / "no_such_folder")],
+    result = subprocess.run([sys.executable, "-m", "homework", "grade", str(tmp_path / "no_such_folder")],
                             capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2 and "is not a folder" in result.stderr and "Traceback" not in result.stderr

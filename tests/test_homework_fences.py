@@ -16,8 +16,8 @@ import sys
 
 import pytest
 
-from minitensor import homework
-from minitensor.homework import isolation, sandbox, uids
+import homework
+from homework import isolation, sandbox, uids
 import planted
 from round_trip import ROOT, grade
 
@@ -381,7 +381,7 @@ def test_a_submission_has_one_fresh_uid_for_its_import_check_and_its_tests(tmp_p
 
     level = "landlock" if isolation.landlock_abi() else "bubblewrap"  # the uid level refuses a readable repository
     monkeypatch.setenv("MINITENSOR_ISOLATION_ONLY", level)
-    grading = importlib.import_module("minitensor.homework.grade")
+    grading = importlib.import_module("homework.grade")
     checked = []
 
     class Recorded(sandbox.Sandbox):

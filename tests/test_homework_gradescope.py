@@ -13,8 +13,8 @@ import zipfile
 import pytest
 from round_trip import ROOT, grade
 
-from minitensor import homework
-from minitensor.homework.grade import result_summary
+import homework
+from homework.grade import result_summary
 
 
 def test_a_gradescope_autograder_run_writes_a_valid_results_file(hidden, tmp_path, worker_python):

@@ -12,7 +12,7 @@ import tempfile
 import pytest
 from round_trip import ROOT, grade, levels_here, passed_tasks
 
-from minitensor import homework
+import homework
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def test_the_stripped_copy_fails_every_task_and_says_what_blocks_what(student_gr
     assert not ok and passed_tasks(rows) == [] and [row.task for row in rows] == homework.TASK_NAMES
     statuses = {row.task: row.status for row in rows}
     assert statuses["topological_order"] == "failed" and statuses["elementwise_backward"] == "blocked by topological_order"
-    assert "to see why: python -m minitensor.homework grade" in table and "--task topological_order -v" in table
+    assert "to see why: python -m homework grade" in table and "--task topological_order -v" in table
 
 
 def test_the_solution_passes_every_task_including_every_demo_check():
@@ -55,7 +55,7 @@ def test_the_solution_gets_full_marks_graded_by_a_user_other_than_root(level, py
     privileges, Landlock, and none. The grader runs as a fresh uid whose home and caches are a
     temporary folder, and who can write nothing in the repository. Where the repository is closed to
     other users (.ci/run: 0750, so that the uid level can grade), the teacher is in its group."""
-    from minitensor.homework import uids
+    from homework import uids
 
     uid = uids.unused_uid()
 
@@ -70,7 +70,7 @@ def test_the_solution_gets_full_marks_graded_by_a_user_other_than_root(level, py
         environment = {key: value for key, value in os.environ.items() if not key.startswith("MINITENSOR_")}
         environment.update(HOME=str(home), TMPDIR=str(home), PYTHONDONTWRITEBYTECODE="1",
                            NUMBA_CACHE_DIR=str(home / "numba"), MINITENSOR_ISOLATION_ONLY=level)
-        run = subprocess.run([python_others_can_run, "-m", "minitensor.homework", "grade", str(ROOT)], cwd=ROOT,
+        run = subprocess.run([python_others_can_run, "-m", "homework", "grade", str(ROOT)], cwd=ROOT,
                              env=environment, preexec_fn=as_teacher, capture_output=True, text=True,
                              timeout=600)
     finally:

@@ -18,8 +18,8 @@ import tempfile
 import numpy as np
 import pytest
 
-from minitensor import homework
-from minitensor.homework import isolation, processes, sandbox, submission, uids
+import homework
+from homework import isolation, processes, sandbox, submission, uids
 import planted
 from round_trip import ROOT, grade
 
@@ -412,7 +412,7 @@ def _message_with_array_header(shape, data):
 def test_the_graders_memory_stays_bounded_whatever_the_worker_sends():
     """An array header that claims more than its bytes is refused before anything is allocated;
     an honest one is read."""
-    from minitensor.homework import worker as wire
+    from homework import worker as wire
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with pytest.raises(ValueError, match=r"malformed message: an array of shape \(900000000,\)"):
@@ -487,27 +487,27 @@ def test_a_hidden_probe_saved_by_one_run_never_reaches_the_next_runs_feedback(tm
 def test_rehearse_runs_the_autograder_as_gradescope_would(tmp_path):
     copy = homework.strip(tmp_path / "student", keep=homework.TASK_NAMES)  # solved (kv_cache needs earlier tasks)
     archive = homework.bundle(tmp_path / "autograder.zip", tasks=["kv_cache"])
-    run = subprocess.run([sys.executable, "-m", "minitensor.homework", "rehearse", str(archive), str(copy), "--keep",
+    run = subprocess.run([sys.executable, "-m", "homework", "rehearse", str(archive), str(copy), "--keep",
                           str(tmp_path / "layout")], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert "\nscore 10 / 10, in " in run.stdout and "public tests passed" in run.stdout, run.stdout  # after the table
     results = json.loads((tmp_path / "layout" / "results" / "results.json").read_text())
     assert results["score"] == 10 and results["extra_data"]["isolation"] in ("bubblewrap", "landlock")
     assert re.search(r"isolation (bubblewrap|landlock)", run.stdout)
-    bad = subprocess.run([sys.executable, "-m", "minitensor.homework", "rehearse", str(copy), str(copy)],
+    bad = subprocess.run([sys.executable, "-m", "homework", "rehearse", str(copy), str(copy)],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "is not an autograder zip" in bad.stderr
 
 
 def test_check_task_lists_what_a_new_task_still_lacks(tmp_path):
-    from minitensor.homework import check_task
+    from homework import check_task
 
     text, missing = check_task.report("softmax_backward")
     assert not missing and text.count("ok  ") == 6 and "numba_backend" in text and "cupy_backend.py" in text, text
     text, missing = check_task.report("positional_encoding")  # a task being added: nothing done yet
     assert missing and text.count("TODO") == 4, text  # the count follows TASKS once it is added there
     assert "add ('positional_encoding', 'what to derive" in text and "# BEGIN SOLUTION positional_encoding" in text
-    run = subprocess.run([sys.executable, "-m", "minitensor.homework", "check-task", "positional_encoding"],
+    run = subprocess.run([sys.executable, "-m", "homework", "check-task", "positional_encoding"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 1 and run.stdout == text + "\n"
 
@@ -545,7 +545,7 @@ def test_a_message_the_grader_cannot_print_still_gets_a_results_file(tmp_path):
 
 
 def test_a_header_of_many_small_items_is_refused_before_it_is_parsed():
-    from minitensor.homework import worker as wire
+    from homework import worker as wire
 
     items = json.dumps({"l": [{"v": 0}] * 300_000}).encode()  # 2.4 MB of JSON: a few hundred MB of objects
     message = struct.pack("<QI", len(items), 0) + items

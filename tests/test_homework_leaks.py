@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from minitensor import homework
-from minitensor.homework.strip import copy_environment
+import homework
+from homework.strip import copy_environment
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -164,7 +164,7 @@ def test_what_stays_out_of_the_copy_is_nothing_the_copy_needs(copy):
 def test_kept_out_matches_paths_and_patterns(monkeypatch):
     assert homework.kept_out("benchmarks/block.py") and homework.kept_out(pathlib.PurePath("benchmarks", "block.py"))
     assert not homework.kept_out("benchmarks/common.py") and not homework.kept_out("demos/figures/alignment.png")
-    monkeypatch.setattr(importlib.import_module("minitensor.homework.strip"), "NOT_IN_STUDENT_COPY", ["notes/*.md"])
+    monkeypatch.setattr(importlib.import_module("homework.strip"), "NOT_IN_STUDENT_COPY", ["notes/*.md"])
     assert homework.kept_out("notes/answers.md") and not homework.kept_out("README.md")
 
 

@@ -1,5 +1,5 @@
 """The trust boundary is a process boundary: a graded test's probe runs in the grader and reaches
-the student's code only by requests (minitensor/homework/remote.py, worker.py). The worker answers
+the student's code only by requests (homework/remote.py, worker.py). The worker answers
 with plain data or handles, refuses anything else (a probe's source above all), and holds nothing
 of a test that a copy could read from its own process."""
 
@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from round_trip import ROOT, grade
 
-from minitensor import homework
-from minitensor.homework import remote, sandbox
-from minitensor.homework.remote import raised_for
-from minitensor.homework.student import InProcessStudent
-from minitensor.homework.worker import Handle
+import homework
+from homework import remote, sandbox
+from homework.remote import raised_for
+from homework.student import InProcessStudent
+from homework.worker import Handle
 
 
 def test_a_remote_tensor_answers_as_the_student_code_would_and_comes_back_as_plain_data():

@@ -1,4 +1,4 @@
-"""What the course site gives students to type works in a student copy (python -m minitensor.homework
+"""What the course site gives students to type works in a student copy (python -m homework
 strip): the guide's pages and the students' page (README.student.md, the tasks' pages). The
 teacher's "Your first session" (make demo, which runs demos whose tasks are not done yet) is not
 part of the students' guide."""
@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("yaml", reason="the docs extra: pip install -e '.[test,docs]'")
 
-from minitensor import homework  # noqa: E402
+import homework  # noqa: E402
 from sitebuild import build as sitebuild  # noqa: E402
 
 if not sitebuild.LEAK_TEST.is_file():
@@ -85,19 +85,19 @@ def test_every_command_of_the_students_guide_works_in_the_student_copy(docs, stu
         if command == "source .venv/bin/activate":
             assert (student / ".venv" / "bin" / "activate").is_file(), "python -m venv .venv runs first"
             continue
-        if command == "python -m minitensor.homework grade .":
+        if command == "python -m homework grade .":
             continue  # every task graded: tests/test_homework_grading.py::test_the_stripped_copy_fails_every_task_...
-        if re.fullmatch(r"python -m minitensor.homework grade \. --task \w+( -v)?", command) and \
+        if re.fullmatch(r"python -m homework grade \. --task \w+( -v)?", command) and \
                 "softmax_backward" not in command:
             continue  # each task's page prints the same two commands: README.student.md's (softmax_backward) are run
         assert words[0] == "python", f"a command in the students' guide that no test runs: {command}"
         result = subprocess.run([sys.executable, *words[1:]], cwd=student, capture_output=True, text=True, timeout=600)
         printed = result.stdout + result.stderr
         assert "Traceback" not in printed, f"{command}\n{printed}"
-        if words[1:4] == ["-m", "minitensor.homework", "grade"]:
+        if words[1:4] == ["-m", "homework", "grade"]:
             task = words[words.index("--task") + 1]
             assert result.returncode in (0, 1) and task in printed and "tasks passed" in printed, f"{command}\n{printed}"
-        elif words[1:4] == ["-m", "minitensor.homework", "practice"]:  # 1: not every buggy op caught (the starter file)
+        elif words[1:4] == ["-m", "homework", "practice"]:  # 1: not every buggy op caught (the starter file)
             assert result.returncode in (0, 1) and "caught" in printed, f"{command}\n{printed}"
         else:
             assert result.returncode == 0, f"{command}\n{printed}"

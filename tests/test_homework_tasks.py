@@ -1,9 +1,9 @@
-"""The homework's graded tests, one group per task, in the order of minitensor.homework.TASKS.
+"""The homework's graded tests, one group per task, in the order of homework.TASKS.
 
 Each test runs the student's code through the `student` fixture: a `probe_*` function below runs
 here, in the grader, and reaches the student's code through its `side` argument, each import,
 attribute, call and operator a request to a worker process of the task's own (under `grade`; in
-the test suite, this process over the same wire format: minitensor/homework/remote.py). What
+the test suite, this process over the same wire format: homework/remote.py). What
 comes back is plain arrays, which the test compares here, with PyTorch in float64 or with a
 measurement (tests/_grading.py): no probe, reference, seed or tolerance is ever in the student's
 process, and no reference comes from the copy. Each task's tests use only that task and the tasks before it
@@ -72,7 +72,7 @@ def shape(generator, low, high, axes):
 
 
 # Probes: each runs here, in the grader, and reaches the student's code through `side` (a request
-# to the worker for each import, attribute, call and operator: minitensor/homework/remote.py); it
+# to the worker for each import, attribute, call and operator: homework/remote.py); it
 # returns plain values, which the test judges here.
 
 

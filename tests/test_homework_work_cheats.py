@@ -5,7 +5,7 @@ its cheat."""
 
 from round_trip import grade
 
-from minitensor import homework
+import homework
 
 
 

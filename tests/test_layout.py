@@ -114,6 +114,44 @@ def test_demos_and_benchmarks_do_not_import_each_other():
             assert not [n for n in names if n == other or n.startswith(other + ".")], f"{path.name} imports {other}"
 
 
+# What sits beside the library: minitensor/ is the engine and its tools, and imports none of them
+# (they import it). The homework grader is a package of its own (homework/), as are the models the
+# chapters build, the demos, the benchmarks and the course site's builder.
+BESIDE = ("homework", "models", "demos", "benchmarks", "sitebuild", "course", "examples", "scripts", "tests")
+
+
+def library_imports_of_what_sits_beside(root=ROOT):
+    """Every import in minitensor/ under root of a package that sits beside it, as "file:line: name"."""
+    found = []
+    for path in sorted((root / "minitensor").rglob("*.py")):
+        module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if node.level == 0 else [])
+                found += [f"{path.relative_to(root)}:{node.lineno}: {name}" for name in names
+                          if name.split(".")[0] in BESIDE]
+        if module.startswith("minitensor.homework"):
+            found.append(f"{path.relative_to(root)}: the grader inside the library")
+    return found
+
+
+def test_the_library_imports_nothing_that_sits_beside_it():
+    found = library_imports_of_what_sits_beside()
+    assert not found, "minitensor/ imports what sits beside it (it must import the other way):\n" + "\n".join(found)
+
+
+def test_the_beside_finder_finds_an_import_of_the_grader_or_a_demo(tmp_path):
+    (tmp_path / "minitensor" / "debug").mkdir(parents=True)
+    (tmp_path / "minitensor" / "homework").mkdir()
+    (tmp_path / "minitensor" / "homework" / "__init__.py").write_text("")
+    (tmp_path / "minitensor" / "debug" / "show.py").write_text(
+        "import numpy\nfrom . import observer\ndef f():\n    import demos.scaling\n    from homework import grade\n")
+    found = library_imports_of_what_sits_beside(tmp_path)
+    assert found == ["minitensor/debug/show.py:4: demos.scaling", "minitensor/debug/show.py:5: homework",
+                     "minitensor/homework/__init__.py: the grader inside the library"], found
+
+
 def test_models_use_public_names_only():
     allowed = {"minitensor", "minitensor.nn", "minitensor.nn.functional", "minitensor.nn.init", "minitensor.optim",
                "minitensor.backends", "minitensor.random"}
@@ -280,7 +318,7 @@ def test_import_minitensor_loads_the_engine_and_leaves_the_tools_for_their_first
     assert int(count) <= 40, first
     for tool in ("minitensor.debug.show", "minitensor.debug.compare_graphs", "minitensor.debug.op_check",
                  "minitensor.viz", "minitensor.backward_page", "minitensor.debug.compare_torch", "minitensor.testing",
-                 "minitensor.homework"):
+                 "homework"):
         assert tool not in first.split(), f"import minitensor loaded {tool}"
     assert "minitensor.debug.observer" in first.split()  # installed: nodes made before any tool know their site
     assert {"minitensor.debug.compare_graphs", "minitensor.viz", "minitensor.testing"} <= set(after.split())

@@ -49,17 +49,17 @@ DRY_RUN = ["make demo", "make demo QUICK=1", 'make demo NAMES="scaling kv_cache"
 ELSEWHERE = {  # run by another test, or on Gradescope
     "source .venv/bin/activate": "test_source_activate_gives_the_environments_python",
     "python -m pdb examples/debug_attention.py": "tests/test_debug.py::test_the_readme_pdb_session replays the session",
-    "python -m minitensor.homework strip ../student": "tests/test_homework.py",
-    "python -m minitensor.homework grade ../student": "tests/test_homework_grading.py",
-    "python -m minitensor.homework bundle autograder.zip --tasks softmax_backward layer_norm_backward kv_cache --extra hidden/":
+    "python -m homework strip ../student": "tests/test_homework.py",
+    "python -m homework grade ../student": "tests/test_homework_grading.py",
+    "python -m homework bundle autograder.zip --tasks softmax_backward layer_norm_backward kv_cache --extra hidden/":
         "tests/test_homework_gradescope.py",
-    "python -m minitensor.homework check-task softmax_backward":
+    "python -m homework check-task softmax_backward":
         "tests/test_homework_isolation.py::test_check_task_lists_what_a_new_task_still_lacks",
-    "python -m minitensor.homework rehearse autograder.zip ../student":
+    "python -m homework rehearse autograder.zip ../student":
         "tests/test_homework_isolation.py::test_rehearse_runs_the_autograder_as_gradescope_would",
     "bash /autograder/source/run_autograder": "runs on Gradescope; tests/test_homework_gradescope.py runs the bundle's run_autograder",
     "cat /autograder/results/results.json": "on Gradescope",
-    "python -m minitensor.homework practice --op add":
+    "python -m homework practice --op add":
         "tests/test_testwriting.py::test_the_copy_has_starters_and_no_wheat_or_hidden_chaff_and_practice_runs_there",
 }
 

@@ -14,7 +14,7 @@ import time
 import pytest
 from chromium import Opened, any_file, file_exists
 
-from minitensor import homework
+import homework
 
 try:
     import jupytext  # noqa: F401
@@ -96,7 +96,7 @@ def test_a_task_page_gives_its_hint(site):
         text = html.unescape(re.sub(r"<[^>]+>", "", (out / "tasks" / f"{task}.html").read_text()))
         plain = hint.replace("`", "")  # a hint's `code` is shown as code, without its backticks
         assert " ".join(plain.split()) in " ".join(text.replace("`", "").split()), task
-        assert f"python -m minitensor.homework grade . --task {task}" in text, task  # as README.student.md says
+        assert f"python -m homework grade . --task {task}" in text, task  # as README.student.md says
 
 
 def test_no_page_shows_solution_code_or_states_an_answer(site, stripped_copy):

@@ -1,4 +1,4 @@
-"""The test-writing tasks (minitensor/homework/testwriting/): a student's tests judged against correct
+"""The test-writing tasks (homework/testwriting/): a student's tests judged against correct
 implementations (wheats) and buggy ones (chaffs), as Examplar does. Each suite below is a planted
 student: the reference suites (tests/student/) catch every chaff and fail no wheat; an empty suite
 scores 0; a suite that asserts False is invalid; a shapes-only suite catches none; an all-ones,
@@ -19,12 +19,12 @@ import time
 import numpy as np
 import pytest
 
-from minitensor import homework
-from minitensor.homework import testwriting
-from minitensor.homework.bundle import rehearse
-from minitensor.homework.sandbox import Sandbox
-from minitensor.homework.strip import copy_environment
-from minitensor.homework.testwriting.oracle import FLOOR_SECONDS, Oracle, decode_index
+import homework
+from homework import testwriting
+from homework.bundle import rehearse
+from homework.sandbox import Sandbox
+from homework.strip import copy_environment
+from homework.testwriting.oracle import FLOOR_SECONDS, Oracle, decode_index
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ALL_TASKS = [testwriting.task_of(op) for op in testwriting.TARGETS]
@@ -358,7 +358,7 @@ def test_a_suite_that_runs_past_its_time_is_invalid_with_why(sandbox):
 
 
 def test_the_oracle_answers_a_malformed_question_with_an_error_and_never_raises():
-    from minitensor.homework.testwriting.wheats import AddPlain, CausalMaskTriu
+    from homework.testwriting.wheats import AddPlain, CausalMaskTriu
 
     oracle = Oracle(AddPlain, testwriting.TARGETS["add"])
     for question in [None, {"do": "forward"}, {"do": "backward", "handle": 7, "grad": np.ones(2)},
@@ -379,7 +379,7 @@ def test_an_error_an_implementation_raises_names_the_op_never_the_implementation
     """A blind review's cheat: an unexpected keyword makes Python name the function that raised
     ("AddPlain.forward() got an unexpected keyword argument"), which told the tests which
     implementation they ran against. Every implementation's answer must read the same."""
-    from minitensor.homework.testwriting.catalogue import implementations
+    from homework.testwriting.catalogue import implementations
 
     for op, question in [("add", {"do": "forward", "arrays": [np.ones(2), np.ones(2)], "options": {"zzz": 1},
                                   "needs": [True, True]}),
@@ -399,8 +399,8 @@ def test_an_error_an_implementation_raises_names_the_op_never_the_implementation
 def test_a_visible_message_counts_only_the_public_chaffs():
     """A blind review read the hidden chaffs' results off a public chaff's message ("caught 1 of 2 (0 of
     the 1 public ones)": one hidden caught), one guess per submission. Visible text counts public ones."""
-    from minitensor.homework.testwriting.catalogue import implementations
-    from minitensor.homework.testwriting.judge import Verdict
+    from homework.testwriting.catalogue import implementations
+    from homework.testwriting.judge import Verdict
 
     chaffs = implementations("index", include=("public", "hidden"))
     verdict = Verdict("index", chaffs)
@@ -412,8 +412,8 @@ def test_a_visible_message_counts_only_the_public_chaffs():
 
 
 def test_an_index_crosses_the_wire_as_it_was_written():
-    from minitensor.homework.testwriting.runner import encode_index
-    from minitensor.homework.worker import decode, encode
+    from homework.testwriting.runner import encode_index
+    from homework.worker import decode, encode
 
     for index in [1, (slice(1, None), slice(None, None, 2)), [0, 2, 0], (np.array([[0, 1], [1, 1]]), Ellipsis, None),
                   np.array([True, False, True]), (0, [1, 1])]:
@@ -431,7 +431,7 @@ def test_an_index_crosses_the_wire_as_it_was_written():
 def test_the_copy_has_starters_and_no_wheat_or_hidden_chaff_and_practice_runs_there(tmp_path, worker_python):
     keep = ["topological_order", "elementwise_backward", "unbroadcast", "reductions", "gradcheck_central_difference"]
     copy = homework.strip(tmp_path / "student", keep=keep)
-    folder = copy / "minitensor" / "homework" / "testwriting"
+    folder = copy / "homework" / "testwriting"
     assert (folder / "public_chaffs.py").is_file() and (folder / "runner.py").is_file()
     assert not (folder / "wheats.py").exists() and not (folder / "hidden_chaffs.py").exists()
     assert not (copy / "tests" / "test_testwriting_graded.py").exists()
@@ -439,7 +439,7 @@ def test_the_copy_has_starters_and_no_wheat_or_hidden_chaff_and_practice_runs_th
     assert "def test" not in starter and "# Task tests_add: write tests that pass" in starter
     (copy / "tests" / "student" / "test_add.py").write_text(textwrap.dedent(ONES_AND_SQUARE["add"]))
     env = dict(copy_environment(copy), MINITENSOR_WORKER_PYTHON=worker_python)
-    run = subprocess.run([sys.executable, "-m", "minitensor.homework", "practice", "--op", "add"], cwd=copy, env=env,
+    run = subprocess.run([sys.executable, "-m", "homework", "practice", "--op", "add"], cwd=copy, env=env,
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "add: caught 1 of 4 buggy implementations (1 of the 4 public ones)" in run.stdout, run.stdout + run.stderr

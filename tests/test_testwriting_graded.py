@@ -1,4 +1,4 @@
-"""The graded tests of the test-writing tasks (minitensor/homework/testwriting/): one test per chaff
+"""The graded tests of the test-writing tasks (homework/testwriting/): one test per chaff
 of each op, which passes when the student's tests/student/test_<op>.py is valid (passes every wheat
 on every seed) and catches that chaff. So a task's row reads "caught N of M" (tests passed of
 tests), its points are the share of chaffs caught, and hidden chaffs are hidden tests (the `hidden`
@@ -9,10 +9,10 @@ import re
 
 import pytest
 
-try:  # under grade: the grader's own copy of minitensor.homework
+try:  # under grade: the grader's own copy of homework
     from minitensor_grader import testwriting
 except ImportError:
-    from minitensor.homework import testwriting
+    from homework import testwriting
 
 task = pytest.mark.task  # (the line grade and bundle find a graded file by)
 CASES = [pytest.param(op, chaff.label, id=f"{op}-{chaff.label}".replace(" ", "-"),

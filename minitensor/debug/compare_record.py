@@ -4,7 +4,7 @@ model: attn.w_q), the line of your code, the input arrays and which node made ea
 and in backward the gradient that reached the node and the ones it passed on.
 
 Records are plain dicts of arrays, strings and numbers, so that the homework's worker can send
-them to the grader as they are (minitensor/homework/worker.py's wire format). In this process a
+them to the grader as they are (homework/worker.py's wire format). In this process a
 record also keeps the op's Function and its options (axis, mask, ...), the two things compare
 needs to run the node again on the other side's inputs; `plain(records)` drops them.
 """

@@ -4,7 +4,7 @@ Write test functions (names starting with `test`) that pass on every correct imp
 and fail on buggy ones. While graded they run against several implementations, each in a fresh process,
 on seeds 0, 1 and 2: use NumPy, minitensor (mt.gradcheck, your own references), plain asserts,
 numpy.testing and pytest.raises / pytest.approx / pytest.mark.parametrize; PyTorch is not there.
-Practise: python -m minitensor.homework practice --op layer_norm
+Practise: python -m homework practice --op layer_norm
 """
 
 import numpy as np

@@ -16,13 +16,13 @@ from .tasks import HINTS, TASK_NAMES, TEST_WRITING, HomeworkError, check_task_na
 MARKED_FOLDERS = ("minitensor", "models", "demos", "tests/student")  # tests/student: the test-writing tasks' files
 BEGIN = re.compile(r"^(?P<indent>\s*)# BEGIN SOLUTION(?: (?P<task>\S+))?\s*$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")
-GRADER = "minitensor/homework/"  # the grader itself: its docstrings show the markers, it holds no region
+GRADER = "homework/"  # the grader itself: its docstrings show the markers, it holds no region
 IMPORTS = "import minitensor, models.attention, models.layernorm, models.transformer, models.recurrent, demos"
 STUDENT_README = "README.student.md"  # becomes the copy's README.md; the teacher's README is not copied
 STUDENT_MARK = ".minitensor-student"  # written by strip: which tasks the copy is missing
 EXPECTED_FILES = ("minitensor/__init__.py", "models/__init__.py", "demos/__init__.py")
 HERE = pathlib.Path(__file__).resolve().parent
-SOLUTION_ROOT = HERE.parent.parent  # the teacher's repository
+SOLUTION_ROOT = HERE.parent  # the teacher's repository
 
 
 def regions(text, where="<source>"):
@@ -127,8 +127,8 @@ NOT_IN_STUDENT_COPY = [
     "tests/test_homework_cheats.py",
     "tests/test_homework_work_cheats.py",
     "tests/test_homework_teacher.py",  # graded tests whose references state an answer (a mask's offset)
-    "minitensor/homework/testwriting/wheats.py",  # correct ops of the test-writing tasks: backward answers
-    "minitensor/homework/testwriting/hidden_chaffs.py",  # the buggy ops that grade them, never shown
+    "homework/testwriting/wheats.py",  # correct ops of the test-writing tasks: backward answers
+    "homework/testwriting/hidden_chaffs.py",  # the buggy ops that grade them, never shown
     "tests/test_testwriting_graded.py",  # grades tests/student/ (students practise with `practice` instead)
     "tests/test_testwriting.py",  # plants cheats against the hidden chaffs
     "sitebuild/*",  # the course site's builder: runs the solved demos, reads the leak test's patterns

@@ -145,7 +145,7 @@ class _PlainWorker:
     """worker.py in a child process on this repository's code, unsandboxed (the test suite's)."""
 
     def __init__(self, memory_mb):
-        root = pathlib.Path(__file__).resolve().parents[2]
+        root = pathlib.Path(__file__).resolve().parents[1]
         read_end, write_end = os.pipe()
         self.process = subprocess.Popen([sys.executable, "-I", str(pathlib.Path(__file__).with_name("worker.py")),
                                          str(root), "in-process", str(write_end)],

@@ -1,11 +1,11 @@
 """Homework: turn the solution into a student copy, grade copies task by task, bundle an autograder.
 
-    python -m minitensor.homework strip OUT                    # a student copy of this repository in OUT
-    python -m minitensor.homework grade [PATH]                 # a table of tasks; exit 1 if any fails
-    python -m minitensor.homework grade PATH --task softmax_backward -v     # one task, with its feedback
-    python -m minitensor.homework grade PATH --extra hidden/ --gradescope results.json --timeout 60
-    python -m minitensor.homework bundle autograder.zip --tasks softmax_backward layer_norm_backward
-    python -m minitensor.homework practice [PATH] [--op softmax]  # a student's tests/student/ vs the public chaffs
+    python -m homework strip OUT                    # a student copy of this repository in OUT
+    python -m homework grade [PATH]                 # a table of tasks; exit 1 if any fails
+    python -m homework grade PATH --task softmax_backward -v     # one task, with its feedback
+    python -m homework grade PATH --extra hidden/ --gradescope results.json --timeout 60
+    python -m homework bundle autograder.zip --tasks softmax_backward layer_norm_backward
+    python -m homework practice [PATH] [--op softmax]  # a student's tests/student/ vs the public chaffs
 
 Solution regions are marked in the code with a task name from TASKS, as comment lines
 
@@ -27,7 +27,8 @@ buggy implementations of the op it catches among correct ones it must all pass (
 `bundle` (bundle.py) writes the Gradescope autograder: setup.sh, run_autograder, the grader and
 the tests.
 
-This package imports nothing else of minitensor, so the autograder runs it on its own.
+It sits beside minitensor/ and imports nothing of it (it only reads the repository and grades copies
+through worker processes), so the autograder runs it on its own.
 """
 
 from .bundle import bundle

@@ -1,4 +1,4 @@
-"""Public chaffs: buggy implementations students practise on (`python -m minitensor.homework
+"""Public chaffs: buggy implementations students practise on (`python -m homework
 practice`), shipped in the student copy. Each is a mistake students make in a backward pass, on an
 op whose derivative is no homework answer (Add, Index), with `survives` (the inputs that cannot
 tell it from a correct op: each set a combination of catalogue.CONDITIONS) and `hint` (what the

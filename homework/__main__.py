@@ -1,4 +1,4 @@
-"""python -m minitensor.homework: strip, grade, bundle (see the package's docstring)."""
+"""python -m homework: strip, grade, bundle (see the package's docstring)."""
 
 import argparse
 import sys
@@ -13,7 +13,7 @@ from .tasks import TASKS, TEST_WRITING, HomeworkError
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="python -m minitensor.homework", description=USAGE,
+    parser = argparse.ArgumentParser(prog="python -m homework", description=USAGE,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     strip_parser = commands.add_parser("strip", help="write a student copy")

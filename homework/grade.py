@@ -336,7 +336,7 @@ def _print_table(rows, summary, results, copy, verbose, stream):
             if entry["outcome"] != "passed":
                 print(f"\n--- {entry['task']}: {nodeid}\n{entry['message']}", file=stream)
     elif failing is not None and not results.get("error"):
-        print(f"to see why: python -m minitensor.homework grade {copy} --task {failing.task} -v", file=stream)
+        print(f"to see why: python -m homework grade {copy} --task {failing.task} -v", file=stream)
     if results.get("isolation"):
         print(f"student code ran at isolation level {isolation.describe(results['isolation'])}", file=stream)
 

@@ -56,7 +56,7 @@ TASKS = [
 _WRITE_TESTS = ("write tests that pass on any correct implementation and fail on buggy ones: check values and "
                 "gradients (mt.gradcheck or your own reference) with random inputs and upstream gradients, several "
                 "shapes, float32 and float64, more than one backward; tests/student/test_{op}.py, tried with "
-                "`python -m minitensor.homework practice --op {op}`")
+                "`python -m homework practice --op {op}`")
 TEST_WRITING = {f"tests_{op}": op for op in ("add", "matmul", "softmax", "layer_norm", "index", "causal_mask")}
 TASKS += [(task, _WRITE_TESTS.format(op=op)) for task, op in TEST_WRITING.items()]
 TASK_NAMES = [name for name, _ in TASKS]

@@ -10,7 +10,7 @@ buggy implementations they catch, as in Brown's Examplar.
     judge.py          the runs, validity, "caught N of M", the hints
 
 The graded tests (tests/test_testwriting_graded.py) ask the `written_tests` fixture of the grader's
-plugin for a verdict; `python -m minitensor.homework practice` runs the same judge on the student's
+plugin for a verdict; `python -m homework practice` runs the same judge on the student's
 machine against the public chaffs and the copy's own ops."""
 
 import pathlib

@@ -1,6 +1,6 @@
 """check-task: what a task a teacher is adding still lacks, as a list to work through.
 
-    python -m minitensor.homework check-task NAME
+    python -m homework check-task NAME
 
 Each line is one step of the README's recipe ("To add a task"), with "ok" or what is missing:
 the task in TASKS with a hint, its solution region(s) in the code, its graded tests, its row in
@@ -26,7 +26,7 @@ def lacks(name, root=None):
     """[(step, None if done else what is missing)] for the task `name`."""
     root = pathlib.Path(root or SOLUTION_ROOT)
     steps = []
-    steps.append(("in TASKS (minitensor/homework/tasks.py) with a hint",
+    steps.append(("in TASKS (homework/tasks.py) with a hint",
                   None if name in TASK_NAMES and HINTS.get(name, "").strip() else
                   f"add ({name!r}, 'what to derive and what is at hand') to TASKS where it belongs in the course"))
     files = [path for path in marked_files(root) if _marks(path, name)]

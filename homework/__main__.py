@@ -4,7 +4,7 @@ import argparse
 import sys
 
 from . import __doc__ as USAGE
-from . import check_task
+from . import check_task, worker_python
 from .bundle import bundle, rehearse
 from .grade import grade
 from .isolation import LEVELS, IsolationError
@@ -65,12 +65,13 @@ def main(argv=None):
     try:
         if args.command == "strip":
             out = strip(args.out, keep=args.keep, manifest=args.manifest)
-            print(f"student copy written to {out}: {len(TASKS) - len(args.keep)} tasks to do")
+            print(f"student copy written to {out}: {len(TASKS) - len(set(args.keep))} tasks to do")
             return 0
         if args.command == "practice":
             from .testwriting import practice
 
-            verdicts = practice(args.path, ops=args.op, python=args.worker_python)
+            with worker_python.chosen(args.worker_python) as python:
+                verdicts = practice(args.path, ops=args.op, python=python)
             perfect = [v.valid and v.caught_count() == len(v.chaffs) for v in verdicts.values()]
             return 0 if perfect and all(perfect) else 1
         if args.command == "check-task":
@@ -78,7 +79,8 @@ def main(argv=None):
             print(text)
             return 1 if missing else 0
         if args.command == "rehearse":
-            document = rehearse(args.autograder, args.submission, python=args.worker_python, keep=args.keep)
+            with worker_python.chosen(args.worker_python) as python:
+                document = rehearse(args.autograder, args.submission, python=python, keep=args.keep)
             print(f"score {document['score']:g} / {sum(test['max_score'] for test in document['tests']):g}, "
                   f"in {document['execution_time']:g} s, isolation {document['extra_data']['isolation']}")
             print(document["output"])
@@ -88,9 +90,10 @@ def main(argv=None):
                          isolation_at_least=args.isolation)
             print(f"autograder written to {out}: upload it as the assignment's autograder (zip)")
             return 0
-        ok, _ = grade(args.path, task=args.task, tasks=args.tasks, extra=args.extra, tests=args.tests,
-                      timeout=args.timeout, gradescope=args.gradescope, verbose=args.verbose,
-                      python=args.worker_python, isolation_at_least=args.isolation)
+        with worker_python.chosen(args.worker_python) as python:
+            ok, _ = grade(args.path, task=args.task, tasks=args.tasks, extra=args.extra, tests=args.tests,
+                          timeout=args.timeout, gradescope=args.gradescope, verbose=args.verbose,
+                          python=python, isolation_at_least=args.isolation)
         return 0 if ok else 1
     except (HomeworkError, IsolationError) as error:  # what the user can fix: one line, no traceback
         print(f"error: {error}", file=sys.stderr)

@@ -49,6 +49,7 @@ import tempfile
 import time
 
 from . import isolation
+from .worker_python import commands_that_make_one
 from .isolation import IsolationError
 from .processes import become_subreaper, descendants, is_alive, kill_descendants, running_processes  # noqa: F401
 from .uids import (FIRST_UID, clean_up, drop_to, release, remove_files_of, remove_segments_made_by,  # noqa: F401
@@ -152,9 +153,8 @@ class Sandbox:
         except PermissionError as error:
             who = "another user" if self.uid is not None else "the grader"
             raise IsolationError(
-                f"student code never runs as root, and {who} cannot run {self.python} ({error}); install the "
-                f"worker's Python where every user can read it (for example Debian's python3.11 with a "
-                f"virtual environment under /opt) and pass it with --worker-python") from None
+                f"student code never runs as root, and {who} cannot run {self.python} ({error}); make a Python "
+                f"every user can run: {commands_that_make_one()}") from None
 
     def _strongest_level(self, minimum):
         """(the strongest level whose worker imports NumPy here, {weaker-than-asked level: why not})."""

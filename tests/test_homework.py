@@ -8,10 +8,12 @@ test_homework_work_cheats.py (values got without doing the work): one job per fi
 suite's two processes share them."""
 
 import json
+import os
 import pathlib
 import re
 import subprocess
 import sys
+import tempfile
 
 import pytest
 from round_trip import ROOT, copy_of
@@ -262,3 +264,47 @@ def test_the_cupy_backend_compiles_the_backward_kernels_only_where_their_tasks_a
     assert _cuda_kernels(stripped) == ["softmax_rows", "layer_norm_rows"]
     assert "g_xhat_mean" not in stripped and "def layer_norm_backward(*args, **kwargs):" in stripped
     assert 're.findall(r"__global__ void (\\w+)", _ROW_KERNELS)' in source  # the names compiled follow the source
+
+
+# ----------------------------------------------------------------------------
+# The worker's Python, as root
+# ----------------------------------------------------------------------------
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as another user, student code runs as that user")
+def test_grade_as_root_runs_as_printed_with_no_worker_python_named(tmp_path):
+    """As root under an interpreter another user cannot start (pyenv's under /root), `grade` makes a
+    worker Python of its own for the run, says so, and removes it; nothing to set up first."""
+    from homework import worker_python
+
+    environment = {key: value for key, value in os.environ.items() if key != "MINITENSOR_WORKER_PYTHON"}
+    before = set(pathlib.Path(tempfile.gettempdir()).glob("minitensor-worker-python-*"))
+    run = subprocess.run([sys.executable, "-m", "homework", "grade", str(ROOT), "--task", "topological_order"],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT, env=environment)
+    assert run.returncode == 0 and "10.0 / 10" in run.stdout, run.stdout + run.stderr
+    made = not worker_python._another_user_can_run(sys.executable)
+    assert ("a virtual environment made for this run" in run.stderr) == made, run.stderr
+    assert set(pathlib.Path(tempfile.gettempdir()).glob("minitensor-worker-python-*")) <= before
+
+
+def test_with_no_python_another_user_can_run_the_refusal_prints_the_commands_that_make_one(monkeypatch):
+    from homework import worker_python
+    from homework.isolation import IsolationError
+
+    monkeypatch.delenv("MINITENSOR_WORKER_PYTHON", raising=False)
+    monkeypatch.setattr(worker_python.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(worker_python, "_another_user_can_run", lambda python: False)
+    with pytest.raises(IsolationError) as raised, worker_python.chosen():
+        pass
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    assert f"{version} -m venv --without-pip /opt/minitensor-worker && echo " in str(raised.value)
+    assert "--worker-python /opt/minitensor-worker/bin/python" in str(raised.value)
+    with worker_python.chosen("/usr/bin/python3") as python:  # a Python named is used as it is
+        assert python == "/usr/bin/python3"
+
+
+def test_strip_keep_counts_a_task_named_twice_once(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "homework", "strip", str(tmp_path / "copy"), "--keep",
+                          "topological_order", "topological_order"], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert f": {len(homework.TASKS) - 1} tasks to do" in run.stdout, run.stdout

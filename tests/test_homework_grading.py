@@ -28,6 +28,17 @@ def test_the_stripped_copy_fails_every_task_and_says_what_blocks_what(student_gr
     assert "to see why: python -m homework grade" in table and "--task topological_order -v" in table
 
 
+def test_the_teachers_guide_prints_the_untouched_copys_table_as_grade_prints_it(student_grade, stripped_copy):
+    """README's teacher round shows `strip` and `grade` on the untouched copy: the same counts, rows
+    and totals this grade printed (the copy's path written ../student), so no number drifts."""
+    ok, rows, table = student_grade
+    readme = (ROOT / "README.md").read_text()
+    assert f"student copy written to ../student: {len(homework.TASKS)} tasks to do" in readme
+    shown = readme.split("$ python -m homework grade ../student\n", 1)[1].split("student code ran at", 1)[0]
+    printed = table.split("student code ran at", 1)[0].replace(str(stripped_copy), "../student")
+    assert shown == printed, (shown, printed)
+
+
 def test_the_solution_passes_every_task_including_every_demo_check():
     ok, rows, table = grade(ROOT)
     assert ok and passed_tasks(rows) == homework.TASK_NAMES, table

@@ -499,6 +499,17 @@ def test_rehearse_runs_the_autograder_as_gradescope_would(tmp_path):
     assert bad.returncode == 2 and "is not an autograder zip" in bad.stderr
 
 
+def test_rehearse_says_to_see_why_on_the_submission_it_was_given(stripped_copy, tmp_path):
+    """The table's last line tells the student the command that shows why a task failed: it names
+    the submission `rehearse` was given, not the rehearsal's copy of it (removed by then)."""
+    archive = homework.bundle(tmp_path / "autograder.zip", tasks=["topological_order"])
+    run = subprocess.run([sys.executable, "-m", "homework", "rehearse", str(archive), str(stripped_copy)],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert f"to see why: python -m homework grade {stripped_copy} --task topological_order -v" in run.stdout, run.stdout
+    assert "minitensor-rehearsal-" not in run.stdout, run.stdout
+
+
 def test_check_task_lists_what_a_new_task_still_lacks(tmp_path):
     from homework import check_task
 

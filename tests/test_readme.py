@@ -152,3 +152,13 @@ def test_the_first_sessions_pdb_shortlist_runs_without_an_error():
     errors = [line for line in result.stdout.splitlines() if "***" in line]
     assert not errors, f"pdb answered {errors} to {commands}"
     assert "array([[0.40111209" in result.stdout  # p y printed the softmax output
+
+
+def test_the_line_the_pdb_walkthrough_says_runs_is_softmax_backwards_formula():
+    """The prose after the pdb transcript names the line of the formula that runs without an
+    accelerator; it is the line of `dx = y * (grad - ...)` in ops/softmax.py, where pdb stops."""
+    lines = (ROOT / "minitensor" / "ops" / "softmax.py").read_text().splitlines()
+    formula = next(number for number, line in enumerate(lines, 1) if line.strip().startswith("dx = y * (grad -"))
+    said = re.findall(r"`fast` is None and line (\d+) runs", README.read_text())
+    assert said == [str(formula)], (said, formula)
+    assert f"softmax.py({formula})backward()\n-> dx = y * (grad" in README.read_text()

@@ -4,7 +4,9 @@
 
 Each line is one step of the README's recipe ("To add a task"), with "ok" or what is missing:
 the task in TASKS with a hint, its solution region(s) in the code, its graded tests, its row in
-README.student.md's table, the count of tasks in the README's text, and, for a region in an op
+README.student.md's table and that table numbered in course order, the count of tasks in the
+README's text (in words, past twenty-five too), the test-writing tasks' numbers in
+README.student.md, and, for a region in an op
 that an accelerator may stand in for (its function asks backends.accelerator_for), the same task's
 regions around the fast kernels (numba, CuPy), whose solved code would otherwise give the answer away.
 """
@@ -16,9 +18,19 @@ import re
 from .strip import STUDENT_README, SOLUTION_ROOT, marked_files, regions
 from .tasks import HINTS, TASK_NAMES, HomeworkError
 
-NUMBERS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
-           "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty",
-           "twenty-one", "twenty-two", "twenty-three", "twenty-four", "twenty-five"]
+ONES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+        "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+TENS = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+
+
+def in_words(number):
+    """A count as the README's prose writes it: 25 -> "twenty-five" (below 100; digits above)."""
+    if number < 20:
+        return ONES[number]
+    if number < 100:
+        tens, ones = divmod(number, 10)
+        return TENS[tens] + (f"-{ONES[ones]}" if ones else "")
+    return str(number)
 GRADED_MARK = re.compile(r"""(?:@pytest\.mark\.task|@task|pytest\.mark\.task)\(\s*["'](\w+)["']""")
 
 
@@ -46,11 +58,21 @@ def lacks(name, root=None):
     student = (root / STUDENT_README).read_text() if (root / STUDENT_README).exists() else ""
     steps.append((f"a row in {STUDENT_README}'s table", None if f"`{name}`" in student else
                   f"add a row | n | `{name}` | file | what it unlocks | to the table of tasks"))
+    names = TASK_NAMES + ([] if name in TASK_NAMES else [name])  # a task being added counts as the next one
+    numbered = re.findall(r"^\| (\d+) \| `(\w+)` \|", student, flags=re.M)
+    expected = [(str(number), task) for number, task in enumerate(names, 1)]
+    steps.append((f"{STUDENT_README}'s table numbered in course order", None if numbered == expected else
+                  "number its rows 1, 2, ... in the order of TASKS: " + ", ".join(
+                      f"{task} is {number}" for (number, task) in expected if (number, task) not in numbered)[:400]))
     readme = (root / "README.md").read_text() if (root / "README.md").exists() else ""
-    count = len(TASK_NAMES)
-    word = NUMBERS[count].capitalize() if count < len(NUMBERS) else str(count)
+    word = in_words(len(names)).capitalize()
     steps.append(("the README's count of tasks", None if f"{word} tasks are marked" in readme else
                   f"the README's 'For teachers' section should say '{word} tasks are marked in the code'"))
+    writing = [task for task in names if task.startswith("tests_")]
+    if writing:
+        span = f"tasks {names.index(writing[0]) + 1} to {names.index(writing[-1]) + 1}"
+        steps.append(("the test-writing tasks' numbers in " + STUDENT_README, None if f"({span})" in student else
+                      f"{STUDENT_README} should name the test-writing tasks '({span})' where it says which they are"))
     return steps
 
 

@@ -514,13 +514,34 @@ def test_check_task_lists_what_a_new_task_still_lacks(tmp_path):
     from homework import check_task
 
     text, missing = check_task.report("softmax_backward")
-    assert not missing and text.count("ok  ") == 6 and "numba_backend" in text and "cupy_backend.py" in text, text
+    assert not missing and text.count("ok  ") == 8 and "numba_backend" in text and "cupy_backend.py" in text, text
     text, missing = check_task.report("positional_encoding")  # a task being added: nothing done yet
-    assert missing and text.count("TODO") == 4, text  # the count follows TASKS once it is added there
+    assert missing and text.count("TODO") == 6, text
     assert "add ('positional_encoding', 'what to derive" in text and "# BEGIN SOLUTION positional_encoding" in text
+    number = len(homework.TASKS) + 1  # the task being added counts as the next one, past twenty-five too
+    assert f"positional_encoding is {number}" in text and f"'{check_task.in_words(number).capitalize()} tasks" in text
     run = subprocess.run([sys.executable, "-m", "homework", "check-task", "positional_encoding"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 1 and run.stdout == text + "\n"
+
+
+@pytest.mark.parametrize("number, words", [(13, "thirteen"), (20, "twenty"), (25, "twenty-five"), (26, "twenty-six"),
+                                           (40, "forty"), (99, "ninety-nine"), (120, "120")])
+def test_check_task_writes_a_count_as_the_readme_does(number, words):
+    from homework import check_task
+
+    assert check_task.in_words(number) == words
+
+
+def test_check_task_finds_a_student_table_out_of_course_order(tmp_path):
+    from homework import check_task
+
+    (tmp_path / "README.md").write_text((ROOT / "README.md").read_text())
+    student = (ROOT / homework.STUDENT_README).read_text()
+    swapped = student.replace("| 1 | `topological_order` |", "| 2 | `topological_order` |", 1)
+    (tmp_path / homework.STUDENT_README).write_text(swapped)
+    steps = dict(check_task.lacks("softmax_backward", tmp_path))
+    assert "topological_order is 1" in steps[f"{homework.STUDENT_README}'s table numbered in course order"]
 
 
 def test_a_memory_limit_holds_when_the_copy_patches_resource(tmp_path):

@@ -375,6 +375,43 @@ def test_the_oracle_answers_a_malformed_question_with_an_error_and_never_raises(
     np.testing.assert_array_equal(answer["out"], [[False, True], [False, False]])
 
 
+def test_every_answer_takes_as_long_as_the_slowest_implementation_of_the_op():
+    """Timing a call on a large input told a layer norm that skips work (a chaff) from the correct
+    ones: every answer now waits for every other implementation of the op to do the same question
+    (forward; for a backward, the forward on the same inputs and then the backward), on a memory of
+    its own, and waits out the longest. Shown with a stand-in other implementation that sleeps."""
+    from homework.testwriting.wheats import AddPlain
+
+    asked = []
+
+    class Slow:
+        @staticmethod
+        def forward(ctx, a, b):
+            asked.append(("forward", a.shape, b.shape, ctx.needs_input_grad))
+            ctx.memory["calls"] = ctx.memory.get("calls", 0) + 1
+            time.sleep(0.05)
+            return a + b
+
+        @staticmethod
+        def backward(ctx, grad):
+            asked.append(("backward", grad.shape))
+            time.sleep(0.05)
+            return grad, grad
+
+    oracle = Oracle(AddPlain, testwriting.TARGETS["add"], others=[AddPlain, Slow])
+    start = time.perf_counter()
+    answer = oracle.answer({"do": "forward", "arrays": [np.ones((2, 3)), np.ones(3)], "options": {},
+                            "needs": [True, False]})
+    assert time.perf_counter() - start >= 0.05 and answer["out"].shape == (2, 3)
+    start = time.perf_counter()
+    grads = oracle.answer({"do": "backward", "handle": answer["handle"], "grad": np.full((2, 3), 2.0)})["grads"]
+    assert time.perf_counter() - start >= 0.1  # the other's forward and backward
+    np.testing.assert_array_equal(grads[0], np.full((2, 3), 2.0))  # the answer is the implementation's own
+    assert asked == [("forward", (2, 3), (3,), (True, False)), ("forward", (2, 3), (3,), (True, False)),
+                     ("backward", (2, 3))]
+    assert oracle.memory == {} and oracle.other_memories[0] == {"calls": 2}  # each keeps its own memory
+
+
 def test_an_error_an_implementation_raises_names_the_op_never_the_implementation():
     """A blind review's cheat: an unexpected keyword makes Python name the function that raised
     ("AddPlain.forward() got an unexpected keyword argument"), which told the tests which

@@ -125,7 +125,7 @@ def judge(op, source, new_worker, kill_all, seeds=SEEDS, run_seconds=RUN_SECONDS
             # chaff (a test that read the seeds once "caught" every chaff). A wheat that fails on any
             # seed makes the file invalid; a chaff is caught when a test fails on any seed.
             failures = _run(worker, source, op, implementation, wire_target, seeds, kill_all,
-                            run_seconds if left is None else min(run_seconds, left))
+                            run_seconds if left is None else min(run_seconds, left), everyone=runs)
             if implementation.kind == "wheat":
                 verdict.invalid += [(test, implementation.label, seed, message) for test, seed, message in failures]
             else:
@@ -136,9 +136,10 @@ def judge(op, source, new_worker, kill_all, seeds=SEEDS, run_seconds=RUN_SECONDS
     return verdict
 
 
-def _run(worker, source, op, implementation, target, seeds, kill_all, seconds):
+def _run(worker, source, op, implementation, target, seeds, kill_all, seconds, everyone=()):
     """[(test, seed, message)] of the tests that failed in one run against `implementation`."""
-    oracle = Oracle(implementation.code, TARGETS[op]) if implementation.code is not None else None
+    oracle = (Oracle(implementation.code, TARGETS[op], others=[other.code for other in everyone if other.code])
+              if implementation.code is not None else None)
     if worker.process is None or worker.process.poll() is not None:
         worker.start(import_copy=False)
     try:

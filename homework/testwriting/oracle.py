@@ -4,8 +4,10 @@ question (`ask_grader`); `Oracle.answer` runs the implementation on the arrays t
 back plain arrays. So the student's process holds the same stand-in code whichever implementation
 it is tested against: nothing in it (source, module, qualname, bytecode) says which one it is.
 
-Every answer takes at least FLOOR_SECONDS (the oracle waits out the rest), so that timing a call
-tells no implementation from another on the small inputs tests use. An oracle lives for one run;
+Every answer takes as long as the slowest implementation of the op takes on that question, and at
+least FLOOR_SECONDS: after answering, the oracle runs the same question through every other
+implementation (`others`: their answers thrown away, on a memory of their own) and waits out the
+longest, so that timing a call, on inputs of any size, tells no implementation from another. An oracle lives for one run;
 `ctx.memory` is what an implementation may keep from call to call within it (a bug that makes a
 gradient right only on the first call)."""
 
@@ -89,9 +91,12 @@ def _integer(value):
 class Oracle:
     """Answers the questions of one run against one implementation (a wheat or a chaff)."""
 
-    def __init__(self, implementation, target):
+    def __init__(self, implementation, target, others=()):
         self.implementation, self.target = implementation, target
+        self.others = [other for other in others if other is not implementation]
         self.memory, self.nodes, self.kept_bytes = {}, {}, 0
+        self.inputs = {}  # handle: (arrays, options, needs) of its forward, for the others' backward
+        self.other_memories = [{} for _ in self.others]
 
     def answer(self, question):
         start = time.perf_counter()
@@ -103,10 +108,42 @@ class Oracle:
             name = type(error).__name__
             reply = {"error": {"type": name if name in ERRORS else "RuntimeError",
                                "message": self.unnamed(str(error)[:500])}}
-        left = FLOOR_SECONDS - (time.perf_counter() - start)
+        longest = max([time.perf_counter() - start] + [self._time_of(other, memory, question)
+                                                        for other, memory in zip(self.others, self.other_memories)])
+        left = max(FLOOR_SECONDS, longest) - (time.perf_counter() - start)
         if left > 0:
             time.sleep(left)
         return reply
+
+    def _time_of(self, other, memory, question):
+        """The seconds `other` takes on `question` (a backward: its forward on the same inputs, then the
+        backward), its answer and errors thrown away."""
+        start = time.perf_counter()
+        try:
+            do = question.get("do") if type(question) is dict else None
+            if do == "call" and self.target.kind == "function":
+                other.call(None, *[_integer_argument(arg) for arg in question.get("args") or []])
+            elif do in ("forward", "backward") and self.target.kind == "function_class":
+                arrays, options, needs = (self._decoded(question) if do == "forward"
+                                          else self.inputs.get(question.get("handle"), (None, None, None)))
+                if arrays is not None:
+                    ctx = OracleContext(needs, memory)
+                    out = other.forward(ctx, *arrays, **options)
+                    if do == "backward" and isinstance(question.get("grad"), np.ndarray):
+                        other.backward(ctx, question["grad"] if np.shape(out) == question["grad"].shape
+                                       else np.ones_like(np.asarray(out)))
+        except Exception:  # noqa: BLE001 (an implementation's error costs what it cost)
+            pass
+        return time.perf_counter() - start
+
+    def _decoded(self, question):
+        arrays, options, needs = question.get("arrays"), question.get("options"), question.get("needs")
+        if (type(arrays) is not list or not all(isinstance(a, np.ndarray) for a in arrays)
+                or type(options) is not dict or type(needs) is not list or len(needs) != len(arrays)):
+            return None, None, None
+        if "index" in options:
+            options = dict(options, index=decode_index(options["index"]))
+        return arrays, options, tuple(bool(n) for n in needs)
 
     def unnamed(self, message):
         """`message` with every name of the implementations (their classes, functions and module) put as
@@ -143,6 +180,8 @@ class Oracle:
             out = np.asarray(implementation.forward(ctx, *arrays, **options))
             handle = len(self.nodes)
             self.nodes[handle] = ctx
+            if self.others:
+                self.inputs[handle] = (arrays, options, ctx.needs_input_grad)
             self.kept_bytes += size
             return {"out": out, "handle": handle}
         if do == "backward":

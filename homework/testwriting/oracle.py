@@ -7,9 +7,9 @@ it is tested against: nothing in it (source, module, qualname, bytecode) says wh
 Every answer takes as long as the slowest implementation of the op takes on that question, and at
 least FLOOR_SECONDS: after answering, the oracle runs the same question through every other
 implementation (`others`: their answers thrown away, on a memory of their own) and waits out the
-longest, so that timing a call, on inputs of any size, tells no implementation from another. An oracle lives for one run;
-`ctx.memory` is what an implementation may keep from call to call within it (a bug that makes a
-gradient right only on the first call)."""
+longest, so that timing a call, on inputs of any size, tells no implementation from another. An
+oracle lives for one run; `ctx.memory` is what an implementation may keep from call to call within
+it (a bug that makes a gradient right only on the first call)."""
 
 import importlib
 import re

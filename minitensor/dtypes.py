@@ -1,5 +1,5 @@
-"""dtypes: the default floating dtype, the devices a tensor can live on, and which arrays
-can require gradients."""
+"""dtypes: the default floating dtype, the devices a tensor can live on, which arrays can
+require gradients, and the array mt.tensor(data) makes of lists and numbers."""
 
 import numpy as np
 
@@ -35,3 +35,45 @@ def check_can_require_grad(array, requires_grad):
             f"(shape {array.shape}) has dtype {array.dtype}. Create it as floats, e.g. "
             f"mt.tensor(x, dtype='float32', requires_grad=True)."
         )
+
+
+def as_array(data, dtype=None, tensor_type=()):
+    """The array mt.tensor(data) holds. NumPy arrays (and NumPy scalars) keep their dtype; Python
+    floats and lists of floats take the default dtype; Python ints stay int64, bools stay bool.
+    (`tensor_type`: Tensor, whose instances in a nested list are refused where they require grad.)"""
+    if dtype is not None:
+        return np.array(data, dtype=dtype)
+    if isinstance(data, (np.ndarray, np.generic)):
+        return np.array(data)
+    if isinstance(data, (list, tuple)):
+        _refuse_tensors_in_graph(data, tensor_type)
+    try:
+        array = np.array(data)
+    except ValueError as error:  # a ragged list: NumPy's message names no op
+        raise ValueError(f"tensor(): the nested lists are ragged (rows of different lengths): {error}") from None
+    if array.dtype.kind not in "biufc":
+        raise TypeError(
+            f"tensor(): {type(data).__name__} {data!r:.60} gives a NumPy array of dtype {array.dtype}, not "
+            f"numbers; a tensor holds booleans, integers or floats (as torch.tensor, which refuses it too)"
+        )
+    if array.dtype.kind == "f":
+        array = array.astype(get_default_dtype())
+    return array
+
+
+def _refuse_tensors_in_graph(items, tensor_type):
+    """mt.tensor([t1, t2]) would copy the values and drop the graph (and cast float64 to the
+    default dtype): refuse it for tensors that require grad, and name the op that keeps both.
+    (torch.tensor only warns and detaches; a silently missing gradient is worse to debug.)"""
+    pending = [items]
+    while pending:
+        for item in pending.pop():
+            if isinstance(item, (list, tuple)):
+                pending.append(item)
+            elif isinstance(item, tensor_type) and item.requires_grad:
+                raise TypeError(
+                    f"tensor(): the list holds a tensor that requires grad (shape {item.shape}, dtype "
+                    f"{item.dtype}); copying it into a new tensor would cut it from the graph and give "
+                    f"it no gradient. Use mt.stack([...]) (or mt.cat) to build the tensor inside the "
+                    f"graph, keeping the dtype; or pass t.detach() to copy the values on purpose."
+                )

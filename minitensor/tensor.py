@@ -10,53 +10,11 @@ import weakref
 import numpy as np
 
 from . import autograd, ops, views
-from .dtypes import DEVICES, check_can_require_grad, get_default_dtype, set_default_dtype  # noqa: F401 (re-exported)
+from .dtypes import DEVICES, as_array, check_can_require_grad, get_default_dtype, set_default_dtype  # noqa: F401 (re-exported)
 from .ops.axes import axis_or_dim, normalize_axes, normalize_axis
 from .ops.masks import check_mask
+from .ops.reduce import NOT_GIVEN, ddof_for, extreme_along, reduced_axes
 from .ops.axes import reshapes_in_place, shape_arg, split_slices
-
-
-def _as_array(data, dtype=None):
-    """NumPy arrays (and NumPy scalars) keep their dtype; Python floats and lists
-    of floats take the default dtype; Python ints stay int64, bools stay bool."""
-    if isinstance(data, Tensor):
-        data = data.data
-    if dtype is not None:
-        return np.array(data, dtype=dtype)
-    if isinstance(data, (np.ndarray, np.generic)):
-        return np.array(data)
-    if isinstance(data, (list, tuple)):
-        _refuse_tensors_in_graph(data)
-    try:
-        array = np.array(data)
-    except ValueError as error:  # a ragged list: NumPy's message names no op
-        raise ValueError(f"tensor(): the nested lists are ragged (rows of different lengths): {error}") from None
-    if array.dtype.kind not in "biufc":
-        raise TypeError(
-            f"tensor(): {type(data).__name__} {data!r:.60} gives a NumPy array of dtype {array.dtype}, not "
-            f"numbers; a tensor holds booleans, integers or floats (as torch.tensor, which refuses it too)"
-        )
-    if array.dtype.kind == "f":
-        array = array.astype(get_default_dtype())
-    return array
-
-
-def _refuse_tensors_in_graph(items):
-    """mt.tensor([t1, t2]) would copy the values and drop the graph (and cast float64 to the
-    default dtype): refuse it for tensors that require grad, and name the op that keeps both.
-    (torch.tensor only warns and detaches; a silently missing gradient is worse to debug.)"""
-    pending = [items]
-    while pending:
-        for item in pending.pop():
-            if isinstance(item, (list, tuple)):
-                pending.append(item)
-            elif isinstance(item, Tensor) and item.requires_grad:
-                raise TypeError(
-                    f"tensor(): the list holds a tensor that requires grad (shape {item.shape}, dtype "
-                    f"{item.dtype}); copying it into a new tensor would cut it from the graph and give "
-                    f"it no gradient. Use mt.stack([...]) (or mt.cat) to build the tensor inside the "
-                    f"graph, keeping the dtype; or pass t.detach() to copy the values on purpose."
-                )
 
 
 # ----------------------------------------------------------------------------
@@ -80,7 +38,7 @@ class Tensor:
     __array_ufunc__ = None  # numpy_array + tensor calls Tensor.__radd__ instead of looping in NumPy
 
     def __init__(self, data, requires_grad=False, dtype=None, name=None):
-        array = _as_array(data, dtype)
+        array = as_array(data.data if isinstance(data, Tensor) else data, dtype, Tensor)
         check_can_require_grad(array, requires_grad)
         self.data = array
         self.grad = None
@@ -439,26 +397,61 @@ class Tensor:
     # -- reductions -----------------------------------------------------------
 
     def sum(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
-        axis, keepdims = axis_or_dim(axis, dim, "sum"), keepdims if keepdim is None else keepdim
+        axis, keepdims = reduced_axes("sum", axis, dim), keepdims if keepdim is None else keepdim
         return ops.Sum.apply(self, axis=axis, keepdims=keepdims)
 
     def mean(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
-        axis, keepdims = axis_or_dim(axis, dim, "mean"), keepdims if keepdim is None else keepdim
+        axis, keepdims = reduced_axes("mean", axis, dim), keepdims if keepdim is None else keepdim
         return ops.Mean.apply(self, axis=axis, keepdims=keepdims)
 
-    def var(self, axis=None, keepdims=False, ddof=0, *, dim=None, keepdim=None):
-        """Variance with NumPy's default ddof=0 (biased); torch.var defaults to ddof=1."""
-        axis, keepdims = axis_or_dim(axis, dim, "var"), keepdims if keepdim is None else keepdim
-        return ops.Var.apply(self, axis=axis, keepdims=keepdims, ddof=ddof)
+    def var(self, dim=None, keepdim=False, *, axis=NOT_GIVEN, keepdims=None, ddof=None, correction=None,
+            unbiased=None):
+        """The variance, in the meaning of the spelling used. PyTorch's (dim=, positional, or no
+        axis at all): divided by n - 1, torch.var's default (correction= or unbiased= to choose).
+        NumPy's (axis= or ddof=): divided by n - ddof, ddof=0 (the biased variance) by default."""
+        numpy_spelling = axis is not NOT_GIVEN or ddof is not None
+        axis = reduced_axes("var", None if axis is NOT_GIVEN else axis, dim)
+        keepdims = keepdim if keepdims is None else keepdims
+        return ops.Var.apply(self, axis=axis, keepdims=keepdims,
+                             ddof=ddof_for("var", ddof, correction, unbiased, numpy_spelling))
+
+    def std(self, dim=None, keepdim=False, *, axis=NOT_GIVEN, keepdims=None, ddof=None, correction=None,
+            unbiased=None):
+        """The standard deviation, sqrt(var) with var's meaning of each spelling (above)."""
+        return self.var(dim, keepdim, axis=axis, keepdims=keepdims, ddof=ddof, correction=correction,
+                        unbiased=unbiased).sqrt()
 
     def max(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
-        """The maximum (values only, as np.max); tied maxima share the gradient equally."""
+        """The maximum. With PyTorch's dim= (one int): (values, indices), as torch.max(x, dim), the
+        gradient going to the index returned (the first on a tie). Otherwise NumPy's meaning: the
+        values alone, tied maxima sharing the gradient equally (as torch.amax)."""
+        if dim is not None and axis is None:
+            return extreme_along(self, "max", np.argmax, dim, keepdims if keepdim is None else keepdim)
         axis, keepdims = axis_or_dim(axis, dim, "max"), keepdims if keepdim is None else keepdim
         return ops.Max.apply(self, axis=axis, keepdims=keepdims)
 
     def min(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
+        """The minimum: as max (above), with (values, indices) for PyTorch's dim=."""
+        if dim is not None and axis is None:
+            return extreme_along(self, "min", np.argmin, dim, keepdims if keepdim is None else keepdim)
         axis, keepdims = axis_or_dim(axis, dim, "min"), keepdims if keepdim is None else keepdim
         return ops.Min.apply(self, axis=axis, keepdims=keepdims)
+
+    def amax(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
+        """The maximum over one or more axes (torch.amax, np.max): tied maxima share the gradient."""
+        axis, keepdims = reduced_axes("amax", axis, dim), keepdims if keepdim is None else keepdim
+        return ops.Max.apply(self, axis=axis, keepdims=keepdims)
+
+    def amin(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
+        """The minimum over one or more axes (torch.amin, np.min): tied minima share the gradient."""
+        axis, keepdims = reduced_axes("amin", axis, dim), keepdims if keepdim is None else keepdim
+        return ops.Min.apply(self, axis=axis, keepdims=keepdims)
+
+    def gather(self, dim, index):
+        """torch.gather(x, dim, index), np.take_along_axis(x, index, axis=dim): out[i][j] = x[i][index[i][j]]
+        for dim=1; index (a tensor or array of ints) has x's number of axes."""
+        index = index.data if isinstance(index, Tensor) else np.asarray(index)
+        return ops.Gather.apply(self, index=index, axis=normalize_axis(dim, self.ndim, "gather", self.shape))
 
     def argmax(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
         """Index of the maximum (np.argmax, torch.argmax; dim= is axis=): an int64 tensor, no gradient."""
@@ -595,3 +588,4 @@ def _index_arrays(index):
         # an empty list selects nothing: NumPy indexes with it as integers, np.asarray makes floats
         return array.astype(np.intp) if array.size == 0 else array
     return index
+

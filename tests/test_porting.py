@@ -299,7 +299,8 @@ def test_dim_and_keepdim_are_axis_and_keepdims():
         ours = getattr(x, name)(dim=1) if name.endswith("softmax") else getattr(x, name)(dim=1, keepdim=True)
         theirs = getattr(tx, name)(dim=1) if name.endswith("softmax") else getattr(tx, name)(dim=1, keepdim=True)
         np.testing.assert_allclose(ours.data, theirs.numpy(), rtol=1e-12)
-    np.testing.assert_allclose(x.max(dim=-1).data, tx.amax(dim=-1).numpy())
+    np.testing.assert_allclose(x.max(dim=-1).values.data, tx.max(dim=-1).values.numpy())
+    np.testing.assert_allclose(x.amax(dim=-1).data, tx.amax(dim=-1).numpy())
     np.testing.assert_allclose(F.softmax(x, dim=0).data, torch.softmax(tx, dim=0).numpy(), rtol=1e-12)
     np.testing.assert_allclose(mt.cat([x, x], dim=2).data, torch.cat([tx, tx], dim=2).numpy())
     np.testing.assert_allclose(mt.stack([x, x], dim=1).data, torch.stack([tx, tx], dim=1).numpy())
@@ -488,3 +489,91 @@ def test_softmax_without_dim_is_refused_where_pytorchs_implicit_axis_is_not_the_
     with pytest.warns(UserWarning):  # PyTorch's deprecation warning; its choice for 2 axes is the last one
         expected = getattr(torch.nn.functional, function)(torch.tensor(two_d))
     np.testing.assert_allclose(getattr(F, function)(mt.tensor(two_d)).data, expected.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_max_and_min_with_dim_give_values_and_indices_with_pytorchs_gradient(op, keepdim):
+    """The blind fuzzer's port: `v, i = x.max(dim=1)` unpacked two values of a 2-element tensor.
+    With dim= it is torch's (values, indices); on a tie the gradient goes to the index returned."""
+    data = np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 5.0], [4.0, 4.0, -1.0]])
+    x, tx = mt64(data), torch64(data)
+    values, indices = getattr(x, op)(dim=1, keepdim=keepdim)
+    theirs = getattr(tx, op)(dim=1, keepdim=keepdim)
+    np.testing.assert_array_equal(values.data, theirs.values.detach().numpy())
+    np.testing.assert_array_equal(indices.data, theirs.indices.numpy())
+    assert indices.dtype == np.int64 and not indices.requires_grad and values.shape == tuple(theirs.values.shape)
+    assert getattr(x, op)(dim=1)[0].shape == (3,) and getattr(x, op)(dim=1).values.shape == (3,)
+    upstream = np.arange(1.0, 1.0 + values.data.size).reshape(values.shape)
+    (values * mt.tensor(upstream)).sum().backward()
+    (theirs.values * torch.tensor(upstream)).sum().backward()
+    np.testing.assert_array_equal(x.grad, tx.grad.numpy())
+
+
+def test_max_without_dim_or_with_axis_keeps_numpys_meaning_and_amax_shares_ties_as_pytorch():
+    data = np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 5.0]])
+    x, tx = mt64(data), torch64(data)
+    assert x.max().data == 5.0 and x.max(axis=1).shape == (2,)
+    x.amax(dim=1).sum().backward()
+    tx.amax(dim=1).sum().backward()
+    np.testing.assert_array_equal(x.grad, tx.grad.numpy())  # 0.5 and 0.5 on the tie, as PyTorch
+    with pytest.raises(TypeError, match=r"max: dim= gives \(values, indices\) along one axis .* x\.amax\(dim=\(0, 1\)\)"):
+        x.max(dim=(0, 1))
+    with pytest.raises(IndexError, match=r"min: the minimum over an empty axis is undefined \(shape \(2, 0\), dim 1\)"):
+        mt.zeros((2, 0)).min(dim=1)
+
+
+@pytest.mark.parametrize("call", [
+    lambda t: t.var(), lambda t: t.var(1), lambda t: t.var(dim=0), lambda t: t.var(dim=1, keepdim=True),
+    lambda t: t.var(dim=1, correction=0), lambda t: t.var(dim=(0, 1), unbiased=False), lambda t: t.std(),
+    lambda t: t.std(dim=1, correction=2), lambda t: t.sum(dim=()), lambda t: t.mean(dim=()),
+    lambda t: t.amax(dim=()), lambda t: t.amin(dim=[]), lambda t: t.std(dim=0, unbiased=True),
+    (lambda t: t.var(dim=()), lambda t: t.var())])
+def test_var_std_and_reductions_in_pytorchs_spelling_mean_what_pytorch_means(call):
+    """var and std divide by n - 1 where PyTorch's spelling is used (torch.var's default), and
+    dim=() reduces every axis, as PyTorch: a port gets PyTorch's numbers and gradients. (PyTorch
+    2.13's own backward of var(dim=()) is inf everywhere, though its value is var()'s: var() is
+    the reference there.)"""
+    data = np.random.default_rng(5).standard_normal((3, 4))
+    x, tx = mt64(data), torch64(data)
+    ours_call, their_call = call if isinstance(call, tuple) else (call, call)
+    ours, theirs = ours_call(x), their_call(tx)
+    np.testing.assert_allclose(ours.data, theirs.detach().numpy(), rtol=1e-12)
+    ours.sum().backward()
+    theirs.sum().backward()
+    np.testing.assert_allclose(x.grad, tx.grad.numpy(), rtol=1e-12, atol=1e-15)
+
+
+def test_var_in_numpys_spelling_keeps_numpys_biased_default_and_refuses_two_choices():
+    data = np.random.default_rng(6).standard_normal((3, 4))
+    x = mt64(data)
+    np.testing.assert_allclose(x.var(axis=1).data, data.var(axis=1), rtol=1e-12)
+    np.testing.assert_allclose(x.var(ddof=1).data, data.var(ddof=1), rtol=1e-12)
+    np.testing.assert_allclose(x.std(axis=0, ddof=0).data, data.std(axis=0), rtol=1e-12)
+    assert x.sum(axis=()).shape == (3, 4)  # NumPy's axis=() reduces nothing
+    with pytest.raises(TypeError, match="var: give one of ddof=, correction= and unbiased= .*not ddof, correction"):
+        x.var(dim=1, ddof=1, correction=1)
+
+
+@pytest.mark.parametrize("dim, index", [(0, [[0, 1, 2, 0], [2, 2, 1, 0]]), (1, [[3, 3], [0, 1], [2, 0]]),
+                                        (1, [[1], [1], [1]])])
+def test_gather_as_pytorch_a_repeated_index_adding_its_gradients(dim, index):
+    data = np.random.default_rng(7).standard_normal((3, 4))
+    x, tx = mt64(data), torch64(data)
+    ours, theirs = x.gather(dim, np.array(index)), tx.gather(dim, torch.tensor(index))
+    np.testing.assert_array_equal(ours.data, theirs.detach().numpy())
+    upstream = np.random.default_rng(8).standard_normal(ours.shape)
+    (ours * mt.tensor(upstream)).sum().backward()
+    (theirs * torch.tensor(upstream)).sum().backward()
+    np.testing.assert_allclose(x.grad, tx.grad.numpy(), rtol=1e-12)
+    assert mt.gradcheck(lambda t: t.gather(dim, np.array(index)), mt64(data))
+
+
+@pytest.mark.parametrize("index, error, message", [
+    (np.array([[0.5, 1]]), ValueError, r"gather: index must be an integer array with as many axes as the input \(2\), got float64"),
+    (np.array([0, 1]), ValueError, r"gather: index must be an integer array .* got int64 of shape \(2,\)"),
+    (np.array([[0], [4]]), IndexError, r"gather: index out of range for axis 1 of size 4 \(index from 0 to 4\)"),
+    (np.zeros((5, 1), dtype=int), ValueError, r"gather: index of shape \(5, 1\) is larger than the input \(3, 4\)")])
+def test_gather_refuses_a_bad_index_naming_it(index, error, message):
+    with pytest.raises(error, match=message):
+        mt.zeros((3, 4)).gather(1, index)

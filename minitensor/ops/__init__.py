@@ -10,5 +10,5 @@ from .linalg import MatMul
 from .losses import CrossEntropy, MSELoss
 from .normalization import LayerNormFunction
 from .reduce import Max, Mean, Min, Sum, Var
-from .shape import Cat, CopySlices, Expand, Index, Reshape, Stack, Transpose
+from .shape import Cat, CopySlices, Expand, Gather, Index, Reshape, Stack, Transpose
 from .softmax import LogSoftmax, Softmax

@@ -4,10 +4,13 @@ Every backward first puts the reduced axes back (as size 1) so the gradient
 broadcasts against the input: a reduction's adjoint is a broadcast.
 """
 
+import typing
+
 import numpy as np
 
 from ..autograd import Function
-from .axes import normalize_axes
+from .axes import axis_or_dim, normalize_axes, normalize_axis
+from .shape import Gather
 
 
 def _restore_axes(grad, axes, keepdims):
@@ -131,3 +134,64 @@ class Min(Function):
     @staticmethod
     def backward(ctx, grad):
         return _share_among_ties(ctx, grad)
+
+# ----------------------------------------------------------------------------
+# What a reduction's arguments mean in NumPy's spelling and in PyTorch's, where the two differ
+# (Tensor's methods call these). A port from PyTorch keeps its spelling and gets PyTorch's answer;
+# NumPy code keeps NumPy's:
+# - x.max(dim=1) is (values, indices), torch.max's; x.max(axis=1) the values alone, np.max's.
+# - x.var(), x.var(1), x.var(dim=1) divide by n - 1, torch.var's default; x.var(axis=1) and
+#   ddof= divide by n - ddof, ddof 0 by default, np.var's.
+# - dim=() reduces every axis, as in PyTorch; NumPy's axis=() reduces none.
+# ----------------------------------------------------------------------------
+
+NOT_GIVEN = object()  # axis= left out (None given is NumPy's spelling of every axis)
+
+
+class ValuesAndIndices(typing.NamedTuple):
+    """What x.max(dim=d) and x.min(dim=d) give, as torch.return_types.max: unpack it or read its fields."""
+
+    values: typing.Any
+    indices: typing.Any
+
+
+def reduced_axes(op, axis, dim):
+    """The axes a reduction reduces: axis= or dim= (axis_or_dim); PyTorch's dim=() is every axis."""
+    if axis is None and isinstance(dim, (tuple, list)) and len(dim) == 0:
+        return None
+    return axis_or_dim(axis, dim, op)
+
+
+def ddof_for(op, ddof, correction, unbiased, numpy_spelling):
+    """The divisor's n - ddof: one of ddof= (NumPy), correction= or unbiased= (PyTorch), else the
+    default of the spelling used (NumPy's 0, PyTorch's 1)."""
+    given = [name for name, value in (("ddof", ddof), ("correction", correction), ("unbiased", unbiased))
+             if value is not None]
+    if len(given) > 1:
+        raise TypeError(f"{op}: give one of ddof=, correction= and unbiased= (the same choice), not {', '.join(given)}")
+    if ddof is not None:
+        return ddof
+    if correction is not None:
+        return correction
+    if unbiased is not None:
+        return 1 if unbiased else 0
+    return 0 if numpy_spelling else 1
+
+
+def extreme_along(x, op, find, dim, keepdim):
+    """torch.max(x, dim) / torch.min(x, dim): (values, indices) along one axis; the values are
+    gathered at the indices (ops.Gather), so the gradient goes to the index returned (the first
+    on a tie, np.argmax's and PyTorch's on CPU)."""
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+        raise TypeError(f"{op}: dim= gives (values, indices) along one axis and must be an int, got {dim!r}; "
+                        f"over several axes write x.a{op}(dim={dim!r})")
+    if x.ndim == 0:
+        raise IndexError(f"{op}: dim={dim} of a 0-d tensor (a number has no axis to search)")
+    axis = normalize_axis(dim, x.ndim, op, x.shape)
+    if x.shape[axis] == 0:
+        raise IndexError(f"{op}: the {op}imum over an empty axis is undefined (shape {x.shape}, dim {dim})")
+    index = find(x.data, axis=axis, keepdims=True)
+    values = Gather.apply(x, index=index, axis=axis)
+    if not keepdim:
+        values, index = values.squeeze(axis), np.squeeze(index, axis=axis)
+    return ValuesAndIndices(values, type(x)(index.astype(np.int64)))

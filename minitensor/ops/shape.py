@@ -124,6 +124,39 @@ class Index(Function):
         return grad_x
 
 
+class Gather(Function):
+    """y = x gathered along `axis` at `index` (torch.gather, np.take_along_axis):
+    y[i, j, k] = x[i, index[i, j, k], k] for axis=1; index has x's number of axes, and each of
+    its other sizes at most x's.
+
+    dL/dx = zeros of x's shape with grad[i, j, k] added at x[i, index[i, j, k], k]; an element
+    gathered twice receives both gradients (np.add.at, as in Index).
+    """
+
+    @staticmethod
+    def forward(ctx, x, index, axis):
+        index = np.asarray(index)
+        if index.dtype.kind not in "iu" or index.ndim != x.ndim:
+            raise ValueError(f"gather: index must be an integer array with as many axes as the input "
+                             f"({x.ndim}), got {index.dtype} of shape {index.shape}")
+        if any(n > m for a, (n, m) in enumerate(zip(index.shape, x.shape)) if a != axis):
+            raise ValueError(f"gather: index of shape {index.shape} is larger than the input {x.shape} "
+                             f"on an axis other than {axis}")
+        if index.size and (index.min() < -x.shape[axis] or index.max() >= x.shape[axis]):
+            raise IndexError(f"gather: index out of range for axis {axis} of size {x.shape[axis]} "
+                             f"(index from {index.min()} to {index.max()})")
+        positions = list(np.indices(index.shape, sparse=True))
+        positions[axis] = index
+        ctx.positions, ctx.input_shape = tuple(positions), x.shape
+        return x[ctx.positions]
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad_x = np.zeros_like(grad, shape=ctx.input_shape)
+        np.add.at(grad_x, ctx.positions, grad)
+        return grad_x
+
+
 def _is_basic(index):
     """True for ints, slices, None and Ellipsis (alone or in a tuple): no element can repeat."""
     parts = index if isinstance(index, tuple) else (index,)

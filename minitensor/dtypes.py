@@ -77,3 +77,19 @@ def _refuse_tensors_in_graph(items, tensor_type):
                     f"it no gradient. Use mt.stack([...]) (or mt.cat) to build the tensor inside the "
                     f"graph, keeping the dtype; or pass t.detach() to copy the values on purpose."
                 )
+
+
+def promotion(dtype, other_dtype, other_is_float_number, divide):
+    """The dtypes two operands of an arithmetic op are cast to, as PyTorch promotes them (NumPy
+    would give float64): an integer or bool operand meeting a float tensor takes its dtype; meeting
+    a Python float, or in a true division of two integers, both take the default float dtype."""
+    integral, other_integral = dtype.kind in "biu", other_dtype.kind in "biu"
+    if integral and other_is_float_number:
+        return _default_dtype, _default_dtype
+    if integral and other_integral:
+        return (_default_dtype, _default_dtype) if divide else (dtype, other_dtype)
+    if integral and other_dtype.kind == "f":
+        return other_dtype, other_dtype
+    if other_integral and dtype.kind == "f":
+        return dtype, dtype
+    return dtype, other_dtype

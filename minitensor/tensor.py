@@ -10,7 +10,8 @@ import weakref
 import numpy as np
 
 from . import autograd, ops, views
-from .dtypes import DEVICES, as_array, check_can_require_grad, get_default_dtype, set_default_dtype  # noqa: F401 (re-exported)
+from .dtypes import (DEVICES, as_array, check_can_require_grad, get_default_dtype, promotion,  # noqa: F401
+                     set_default_dtype)  # (DEVICES and set_default_dtype re-exported)
 from .ops.axes import axis_or_dim, normalize_axes, normalize_axis
 from .ops.masks import check_mask
 from .ops.reduce import NOT_GIVEN, ddof_for, extreme_along, reduced_axes
@@ -255,35 +256,55 @@ class Tensor:
             return Tensor._from_op(np.array(other, dtype=dtype), None)
         return Tensor(other)
 
+    def _promoted(self, other, divide=False):
+        """(self, other) as an arithmetic op's operands, promoted as PyTorch promotes them (dtypes.promotion)."""
+        float_number = isinstance(other, (float, np.floating))
+        other = self._coerce(other)
+        dtype, other_dtype = promotion(self.dtype, other.dtype, float_number, divide)
+        return self._cast_to(dtype), other._cast_to(other_dtype)
+
+    def _floating(self):
+        """Self, or an integer or bool tensor as the default float dtype (exp, log, sqrt, tanh, sigmoid)."""
+        return self._cast_to(get_default_dtype()) if self.dtype.kind in "biu" else self
+
+    def _cast_to(self, dtype):
+        """Self in `dtype`; promotion only casts integer and bool tensors (never in the graph) and numbers."""
+        return self if self.dtype == dtype else Tensor._from_op(self.data.astype(dtype), None)
+
     def __add__(self, other):
-        return ops.Add.apply(self, self._coerce(other))
+        return ops.Add.apply(*self._promoted(other))
 
     def __radd__(self, other):
-        return ops.Add.apply(self._coerce(other), self)
+        a, b = self._promoted(other)
+        return ops.Add.apply(b, a)
 
     def __sub__(self, other):
-        return ops.Sub.apply(self, self._coerce(other))
+        return ops.Sub.apply(*self._promoted(other))
 
     def __rsub__(self, other):
-        return ops.Sub.apply(self._coerce(other), self)
+        a, b = self._promoted(other)
+        return ops.Sub.apply(b, a)
 
     def __mul__(self, other):
-        return ops.Mul.apply(self, self._coerce(other))
+        return ops.Mul.apply(*self._promoted(other))
 
     def __rmul__(self, other):
-        return ops.Mul.apply(self._coerce(other), self)
+        a, b = self._promoted(other)
+        return ops.Mul.apply(b, a)
 
     def __truediv__(self, other):
-        return ops.Div.apply(self, self._coerce(other))
+        return ops.Div.apply(*self._promoted(other, divide=True))
 
     def __rtruediv__(self, other):
-        return ops.Div.apply(self._coerce(other), self)
+        a, b = self._promoted(other, divide=True)
+        return ops.Div.apply(b, a)
 
     def __pow__(self, exponent):
-        return ops.Pow.apply(self, self._coerce(exponent))
+        return ops.Pow.apply(*self._promoted(exponent))
 
     def __rpow__(self, base):
-        return ops.Pow.apply(self._coerce(base), self)
+        a, b = self._promoted(base)
+        return ops.Pow.apply(b, a)
 
     def __matmul__(self, other):
         return ops.MatMul.apply(self, self._coerce(other))
@@ -353,19 +374,19 @@ class Tensor:
     # -- elementwise functions ----------------------------------------------
 
     def exp(self):
-        return ops.Exp.apply(self)
+        return ops.Exp.apply(self._floating())
 
     def log(self):
-        return ops.Log.apply(self)
+        return ops.Log.apply(self._floating())
 
     def sqrt(self):
-        return ops.Sqrt.apply(self)
+        return ops.Sqrt.apply(self._floating())
 
     def tanh(self):
-        return ops.Tanh.apply(self)
+        return ops.Tanh.apply(self._floating())
 
     def sigmoid(self):
-        return ops.Sigmoid.apply(self)
+        return ops.Sigmoid.apply(self._floating())
 
     def relu(self):
         return ops.ReLU.apply(self)
@@ -404,27 +425,18 @@ class Tensor:
         axis, keepdims = reduced_axes("mean", axis, dim), keepdims if keepdim is None else keepdim
         return ops.Mean.apply(self, axis=axis, keepdims=keepdims)
 
-    def var(self, dim=None, keepdim=False, *, axis=NOT_GIVEN, keepdims=None, ddof=None, correction=None,
-            unbiased=None):
-        """The variance, in the meaning of the spelling used. PyTorch's (dim=, positional, or no
-        axis at all): divided by n - 1, torch.var's default (correction= or unbiased= to choose).
-        NumPy's (axis= or ddof=): divided by n - ddof, ddof=0 (the biased variance) by default."""
-        numpy_spelling = axis is not NOT_GIVEN or ddof is not None
-        axis = reduced_axes("var", None if axis is NOT_GIVEN else axis, dim)
-        keepdims = keepdim if keepdims is None else keepdims
-        return ops.Var.apply(self, axis=axis, keepdims=keepdims,
-                             ddof=ddof_for("var", ddof, correction, unbiased, numpy_spelling))
+    def var(self, dim=None, keepdim=False, *, axis=NOT_GIVEN, keepdims=None, ddof=None, correction=None, unbiased=None):
+        """PyTorch's spelling (dim=, positional, none) divides by n - 1; NumPy's (axis=, ddof=) by n - ddof."""
+        ddof = ddof_for("var", ddof, correction, unbiased, numpy_spelling=axis is not NOT_GIVEN or ddof is not None)
+        axis, keepdims = reduced_axes("var", None if axis is NOT_GIVEN else axis, dim), keepdim or bool(keepdims)
+        return ops.Var.apply(self, axis=axis, keepdims=keepdims, ddof=ddof)
 
-    def std(self, dim=None, keepdim=False, *, axis=NOT_GIVEN, keepdims=None, ddof=None, correction=None,
-            unbiased=None):
-        """The standard deviation, sqrt(var) with var's meaning of each spelling (above)."""
-        return self.var(dim, keepdim, axis=axis, keepdims=keepdims, ddof=ddof, correction=correction,
-                        unbiased=unbiased).sqrt()
+    def std(self, *args, **kwargs):
+        """sqrt(var(...)): var's arguments, with var's meaning of each spelling."""
+        return self.var(*args, **kwargs).sqrt()
 
     def max(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
-        """The maximum. With PyTorch's dim= (one int): (values, indices), as torch.max(x, dim), the
-        gradient going to the index returned (the first on a tie). Otherwise NumPy's meaning: the
-        values alone, tied maxima sharing the gradient equally (as torch.amax)."""
+        """With dim= (one int): (values, indices), as torch.max; else the values, ties sharing the gradient."""
         if dim is not None and axis is None:
             return extreme_along(self, "max", np.argmax, dim, keepdims if keepdim is None else keepdim)
         axis, keepdims = axis_or_dim(axis, dim, "max"), keepdims if keepdim is None else keepdim
@@ -439,17 +451,14 @@ class Tensor:
 
     def amax(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
         """The maximum over one or more axes (torch.amax, np.max): tied maxima share the gradient."""
-        axis, keepdims = reduced_axes("amax", axis, dim), keepdims if keepdim is None else keepdim
-        return ops.Max.apply(self, axis=axis, keepdims=keepdims)
+        return ops.Max.apply(self, axis=reduced_axes("amax", axis, dim), keepdims=keepdims or bool(keepdim))
 
     def amin(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
         """The minimum over one or more axes (torch.amin, np.min): tied minima share the gradient."""
-        axis, keepdims = reduced_axes("amin", axis, dim), keepdims if keepdim is None else keepdim
-        return ops.Min.apply(self, axis=axis, keepdims=keepdims)
+        return ops.Min.apply(self, axis=reduced_axes("amin", axis, dim), keepdims=keepdims or bool(keepdim))
 
     def gather(self, dim, index):
-        """torch.gather(x, dim, index), np.take_along_axis(x, index, axis=dim): out[i][j] = x[i][index[i][j]]
-        for dim=1; index (a tensor or array of ints) has x's number of axes."""
+        """torch.gather(x, dim, index), np.take_along_axis: out[i][j] = x[i][index[i][j]] for dim=1."""
         index = index.data if isinstance(index, Tensor) else np.asarray(index)
         return ops.Gather.apply(self, index=index, axis=normalize_axis(dim, self.ndim, "gather", self.shape))
 

@@ -577,3 +577,34 @@ def test_gather_as_pytorch_a_repeated_index_adding_its_gradients(dim, index):
 def test_gather_refuses_a_bad_index_naming_it(index, error, message):
     with pytest.raises(error, match=message):
         mt.zeros((3, 4)).gather(1, index)
+
+
+@pytest.mark.parametrize("expression", [
+    lambda m, a, b: a / 2, lambda m, a, b: a * 0.5, lambda m, a, b: 1.5 - a, lambda m, a, b: 2 / a,
+    lambda m, a, b: a / b, lambda m, a, b: a * 2, lambda m, a, b: a + b, lambda m, a, b: a ** 0.5,
+    lambda m, a, b: a.exp(), lambda m, a, b: a.tanh(), lambda m, a, b: a.sqrt(), lambda m, a, b: a.log(),
+    lambda m, a, b: a.sigmoid(), lambda m, a, b: a * np.float64(2.0), lambda m, a, b: (a > 1) * 1.5,
+    lambda m, a, b: (a > 1).exp(), lambda m, a, b: a + m.tensor([0.5, 1.0, 2.0], dtype=torch.float64 if m is torch else np.float64),
+    lambda m, a, b: m.tensor([0.5, 1.0, 2.0], dtype=torch.float16 if m is torch else np.float16) * a])
+def test_integers_and_bools_promote_as_in_pytorch(expression):
+    """`mt.tensor([1, 2, 3]) / 2` was float64 (NumPy's promotion); a port expects PyTorch's: an
+    integer or bool tensor meeting a Python float, divided, or taken through exp and the like, is
+    the default float dtype; meeting a float tensor, it takes that tensor's dtype."""
+    a, b = mt.tensor([1, 2, 3]), mt.tensor([2, 2, 2])
+    ta, tb = torch.tensor([1, 2, 3]), torch.tensor([2, 2, 2])
+    ours, theirs = expression(mt, a, b), expression(torch, ta, tb)
+    assert ours.dtype == np.dtype(str(theirs.dtype).removeprefix("torch.")), (ours.dtype, theirs.dtype)
+    np.testing.assert_allclose(ours.data.astype(np.float64), theirs.numpy().astype(np.float64), rtol=1e-3)
+
+
+@pytest.mark.parametrize("function", ["sigmoid", "silu"])
+def test_float16_sigmoid_and_silu_stay_float16_with_pytorchs_values(function):
+    data = np.linspace(-8, 8, 33).astype(np.float16)
+    x = mt.tensor(data, requires_grad=True)
+    y = x.sigmoid() if function == "sigmoid" else F.silu(x)
+    assert y.dtype == np.float16
+    exact = 1 / (1 + np.exp(-data.astype(np.float64)))
+    exact = exact if function == "sigmoid" else data.astype(np.float64) * exact
+    np.testing.assert_allclose(y.data.astype(np.float64), exact, rtol=2e-3, atol=1e-4)  # float16's precision
+    y.sum().backward()
+    assert x.grad.dtype == np.float16

@@ -172,7 +172,7 @@ class SiLU(Function):
 
     @staticmethod
     def forward(ctx, x):
-        s = expit(x)  # sigmoid, without overflow
+        s = expit(x).astype(x.dtype, copy=False)  # sigmoid, without overflow, in x's dtype (float16 too)
         ctx.save_for_backward(x, s)
         return x * s
 

@@ -203,7 +203,7 @@ class Sigmoid(Function):
 
     @staticmethod
     def forward(ctx, x):
-        y = expit(x)
+        y = expit(x).astype(x.dtype, copy=False)  # expit computes float16 in float32: keep x's dtype, as PyTorch
         ctx.save_for_backward(y)
         return y
 

@@ -608,3 +608,36 @@ def test_float16_sigmoid_and_silu_stay_float16_with_pytorchs_values(function):
     np.testing.assert_allclose(y.data.astype(np.float64), exact, rtol=2e-3, atol=1e-4)  # float16's precision
     y.sum().backward()
     assert x.grad.dtype == np.float16
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("loss", ["l1_loss", "binary_cross_entropy_with_logits", "nll_loss"])
+def test_the_losses_a_port_uses_match_pytorch_values_and_gradients(loss, reduction):
+    rng = np.random.default_rng(11)
+    logits = rng.standard_normal((5, 4)) * 30  # past exp's range in float64's exp(-x) form: the stable form holds
+    if loss == "nll_loss":
+        x, tx = mt64(logits), torch64(logits)
+        target = np.array([0, 3, 1, 1, 2])
+        ours = F.nll_loss(F.log_softmax(x, dim=1), mt.tensor(target), reduction=reduction)
+        theirs = torch.nn.functional.nll_loss(torch.log_softmax(tx, dim=1), torch.tensor(target), reduction=reduction)
+    else:
+        target = rng.random((5, 4)) if loss.startswith("binary") else rng.standard_normal((5, 4))
+        target[0, 0] = logits[0, 0]  # l1's tie: PyTorch's gradient there is 0
+        x, tx = mt64(logits), torch64(logits)
+        ours = getattr(F, loss)(x, mt.tensor(target), reduction=reduction)
+        theirs = getattr(torch.nn.functional, loss)(tx, torch.tensor(target), reduction=reduction)
+    np.testing.assert_allclose(ours.data, theirs.detach().numpy(), rtol=1e-12, atol=1e-12)
+    upstream = rng.standard_normal(ours.shape)
+    (ours * mt.tensor(upstream)).sum().backward()
+    (theirs * torch.tensor(upstream)).sum().backward()
+    np.testing.assert_allclose(x.grad, tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: F.l1_loss(mt.zeros((2, 3)), mt.zeros((3,))), ValueError, r"l1_loss: the target's shape \(3,\) differs"),
+    (lambda: F.l1_loss(mt.zeros(2), mt.zeros(2), reduction="avg"), ValueError, "l1_loss: reduction must be 'mean'"),
+    (lambda: F.nll_loss(mt.zeros((2, 3)), mt.tensor([0, 3])), IndexError, r"nll_loss: target 0..3 out of range for 3"),
+    (lambda: F.nll_loss(mt.zeros((2, 3)), mt.tensor([0.0, 1.0])), ValueError, r"nll_loss: expects \(N, C\)")])
+def test_a_malformed_loss_call_names_the_loss(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

@@ -188,6 +188,52 @@ def mse_loss(prediction, target, reduction="mean"):
     return ops.MSELoss.apply(prediction, target, reduction=reduction)
 
 
+def _reduced(loss, reduction, op):
+    """A loss per element reduced as PyTorch's reduction= says."""
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _target_like(prediction, target, op):
+    target = target if isinstance(target, Tensor) else Tensor(np.asarray(target, dtype=prediction.dtype))
+    if target.shape != prediction.shape:
+        raise ValueError(f"{op}: the target's shape {target.shape} differs from the input's {prediction.shape} "
+                         f"(PyTorch would broadcast them with a warning; give them one shape)")
+    return target
+
+
+def l1_loss(prediction, target, reduction="mean"):
+    """|prediction - target|, reduced (torch's l1_loss); the gradient at a tie is 0, as PyTorch's."""
+    return _reduced((prediction - _target_like(prediction, target, "l1_loss")).abs(), reduction, "l1_loss")
+
+
+def binary_cross_entropy_with_logits(logits, target, reduction="mean"):
+    """-(y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))), in the form that never overflows:
+    max(x, 0) - x y + log(1 + exp(-|x|)) (torch's binary_cross_entropy_with_logits)."""
+    target = _target_like(logits, target, "binary_cross_entropy_with_logits")
+    loss = relu(logits) - logits * target + (1 + (-logits.abs()).exp()).log()
+    return _reduced(loss, reduction, "binary_cross_entropy_with_logits")
+
+
+def nll_loss(log_probabilities, target, reduction="mean"):
+    """-log_probabilities[n, target[n]], reduced (torch's nll_loss, after log_softmax): (N, C) with
+    integer targets (N,) in [0, C)."""
+    target = target.data if isinstance(target, Tensor) else np.asarray(target)
+    if log_probabilities.ndim != 2 or target.shape != log_probabilities.shape[:1] or target.dtype.kind not in "iu":
+        raise ValueError(f"nll_loss: expects (N, C) log-probabilities and N integer targets, got "
+                         f"{log_probabilities.shape} and {target.dtype} {target.shape}")
+    if target.size and (target.min() < 0 or target.max() >= log_probabilities.shape[1]):
+        raise IndexError(f"nll_loss: target {target.min()}..{target.max()} out of range for "
+                         f"{log_probabilities.shape[1]} classes")
+    picked = log_probabilities[np.arange(len(target)), target]
+    return _reduced(-picked, reduction, "nll_loss")
+
+
 def dropout(x, p=0.5, training=True):
     """Zero each element with probability p and scale the rest by 1 / (1 - p)
     (inverted dropout: nothing changes at evaluation time). Seeded by mt.manual_seed."""

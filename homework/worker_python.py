@@ -22,17 +22,22 @@ from .isolation import IsolationError
 ANOTHER_USER = 61999  # only asked whether it can start an interpreter; it owns nothing
 
 
-def _another_user_can_run(python):
+def _another_user_can_run(python, code="pass", flags=("-I", "-S")):
     def drop():
         os.setgroups([])
         os.setgid(ANOTHER_USER)
         os.setuid(ANOTHER_USER)
 
     try:
-        return subprocess.run([python, "-I", "-S", "-c", "pass"], preexec_fn=drop, cwd="/", capture_output=True,
+        return subprocess.run([python, *flags, "-c", code], preexec_fn=drop, cwd="/", capture_output=True,
                               timeout=60).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
+
+
+def _packages_readable_by_others():
+    return _another_user_can_run(sys.executable if _another_user_can_run(sys.executable) else "/usr/bin/python3",
+                                 f"import os, sys; sys.exit(not os.access({str(_packages())!r}, os.R_OK | os.X_OK))")
 
 
 def _packages():
@@ -41,11 +46,18 @@ def _packages():
     return pathlib.Path(numpy.__file__).resolve().parent.parent
 
 
-def commands_that_make_one(folder="/opt/minitensor-worker"):
+def commands_that_make_one(folder="/opt/minitensor-worker", packages_readable=None):
+    """The commands that make a worker Python: one whose path holds this environment's packages
+    where other users can read them, else one with the run-time packages installed in it."""
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    return (f"{version} -m venv --without-pip {folder} && echo {_packages()} > "
-            f"{folder}/lib/{version}/site-packages/grader-packages.pth (as root, with a {version} that every "
-            f"user can read, such as Debian's /usr/bin/{version}), then --worker-python {folder}/bin/python")
+    readable = _packages_readable_by_others() if packages_readable is None else packages_readable
+    make = (f"{version} -m venv --without-pip {folder} && echo {_packages()} > "
+            f"{folder}/lib/{version}/site-packages/grader-packages.pth" if readable else
+            f"{version} -m venv --without-pip {folder} && {sys.executable} -m pip --python {folder}/bin/python "
+            f"install numpy scipy numba matplotlib tqdm threadpoolctl (this environment's packages, {_packages()}, "
+            f"are closed to other users)")
+    return (f"{make} (as root, with a {version} that every user can read, such as Debian's /usr/bin/{version}), "
+            f"then --worker-python {folder}/bin/python")
 
 
 @contextlib.contextmanager
@@ -58,9 +70,12 @@ def chosen(python=None, stream=sys.stderr):
         return
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     system = shutil.which(version, path="/usr/bin:/usr/local/bin")
-    if system is None or not _another_user_can_run(system):
-        raise IsolationError(f"student code never runs as root, and another user cannot run {sys.executable}; "
-                             f"make a Python every user can run: {commands_that_make_one()}")
+    readable = _packages_readable_by_others()
+    if system is None or not _another_user_can_run(system) or not readable:
+        why = "" if readable else f", nor read this environment's packages ({_packages()})"
+        commands = commands_that_make_one(packages_readable=readable)
+        raise IsolationError(f"student code never runs as root, and another user cannot run {sys.executable}"
+                             f"{why}; make a Python every user can run: {commands}")
     folder = pathlib.Path(tempfile.mkdtemp(prefix="minitensor-worker-python-"))
     try:
         folder.chmod(0o755)

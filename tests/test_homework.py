@@ -273,13 +273,19 @@ def test_the_cupy_backend_compiles_the_backward_kernels_only_where_their_tasks_a
 @pytest.mark.skipif(os.geteuid() != 0, reason="as another user, student code runs as that user")
 def test_grade_as_root_runs_as_printed_with_no_worker_python_named(tmp_path):
     """As root under an interpreter another user cannot start (pyenv's under /root), `grade` makes a
-    worker Python of its own for the run, says so, and removes it; nothing to set up first."""
+    worker Python of its own for the run, says so, and removes it; nothing to set up first. Where
+    other users cannot read this environment's packages either, it refuses with the commands that
+    install them in a worker Python of its own."""
     from homework import worker_python
 
     environment = {key: value for key, value in os.environ.items() if key != "MINITENSOR_WORKER_PYTHON"}
     before = set(pathlib.Path(tempfile.gettempdir()).glob("minitensor-worker-python-*"))
     run = subprocess.run([sys.executable, "-m", "homework", "grade", str(ROOT), "--task", "topological_order"],
                          capture_output=True, text=True, timeout=600, cwd=ROOT, env=environment)
+    if not worker_python._packages_readable_by_others():  # .ci/run closes the checkout, .venv in it, to others
+        assert run.returncode == 2, run.stdout + run.stderr
+        assert "nor read this environment's packages" in run.stderr and "-m pip --python " in run.stderr, run.stderr
+        return
     assert run.returncode == 0 and "10.0 / 10" in run.stdout, run.stdout + run.stderr
     made = not worker_python._another_user_can_run(sys.executable)
     assert ("a virtual environment made for this run" in run.stderr) == made, run.stderr
@@ -292,12 +298,19 @@ def test_with_no_python_another_user_can_run_the_refusal_prints_the_commands_tha
 
     monkeypatch.delenv("MINITENSOR_WORKER_PYTHON", raising=False)
     monkeypatch.setattr(worker_python.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(worker_python, "_another_user_can_run", lambda python: False)
+    monkeypatch.setattr(worker_python, "_another_user_can_run", lambda python, *code: False)
+    monkeypatch.setattr(worker_python, "_packages_readable_by_others", lambda: True)
     with pytest.raises(IsolationError) as raised, worker_python.chosen():
         pass
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     assert f"{version} -m venv --without-pip /opt/minitensor-worker && echo " in str(raised.value)
     assert "--worker-python /opt/minitensor-worker/bin/python" in str(raised.value)
+    monkeypatch.setattr(worker_python, "_packages_readable_by_others", lambda: False)  # .venv under a closed folder
+    with pytest.raises(IsolationError) as raised, worker_python.chosen():
+        pass
+    assert "nor read this environment's packages" in str(raised.value)
+    assert (f"{version} -m venv --without-pip /opt/minitensor-worker && {sys.executable} -m pip --python "
+            f"/opt/minitensor-worker/bin/python install numpy scipy numba matplotlib tqdm threadpoolctl") in str(raised.value)
     with worker_python.chosen("/usr/bin/python3") as python:  # a Python named is used as it is
         assert python == "/usr/bin/python3"
 

@@ -558,11 +558,11 @@ class Tensor:
         axis = normalize_axis(axis, self.ndim + 1, "unsqueeze", self.shape)
         return ops.Reshape.apply(self, shape=self.shape[:axis] + (1,) + self.shape[axis:])
 
-    def squeeze(self, axis=None, *, dim=None):
-        """Drop size-1 axes: all of them, or the given one(s); dim= is axis=."""
-        axis = axis_or_dim(axis, dim, "squeeze")
+    def squeeze(self, dim=None, *, axis=NOT_GIVEN):
+        """Drop size-1 axes (all, or those given): a given one not of size 1 is kept (torch), or refused (axis=)."""
+        numpy_spelling, axis = axis is not NOT_GIVEN, axis_or_dim(None if axis is NOT_GIVEN else axis, dim, "squeeze")
         axes = normalize_axes(axis, self.ndim, "squeeze", self.shape)
-        if axis is None:
+        if axis is None or not numpy_spelling:
             axes = tuple(a for a in axes if self.shape[a] == 1)
         for a in axes:
             if self.shape[a] != 1:

@@ -641,3 +641,20 @@ def test_the_losses_a_port_uses_match_pytorch_values_and_gradients(loss, reducti
 def test_a_malformed_loss_call_names_the_loss(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+@pytest.mark.parametrize("dims", [0, 1, -1, (0, 1), (0, 2), 2])
+def test_squeeze_in_pytorchs_spelling_keeps_a_given_axis_not_of_size_1_as_pytorch(dims):
+    data = np.random.default_rng(12).standard_normal((2, 1, 3))
+    x, tx = mt64(data), torch64(data)
+    ours, theirs = x.squeeze(dims), tx.squeeze(dims)
+    assert ours.shape == tuple(theirs.shape) and x.squeeze(dim=dims).shape == tuple(theirs.shape)
+    (ours * mt.tensor(np.arange(ours.data.size, dtype=float).reshape(ours.shape))).sum().backward()
+    (theirs * torch.arange(theirs.numel(), dtype=torch.float64).reshape(theirs.shape)).sum().backward()
+    np.testing.assert_array_equal(x.grad, tx.grad.numpy())
+
+
+def test_squeeze_in_numpys_spelling_refuses_an_axis_not_of_size_1_as_numpy():
+    with pytest.raises(ValueError, match=r"squeeze: axis 0 of shape \(2, 1, 3\) has size 2, not 1"):
+        mt.zeros((2, 1, 3)).squeeze(axis=0)
+    assert mt.zeros((2, 1, 3)).squeeze(axis=1).shape == (2, 3)

@@ -5,9 +5,9 @@ back plain arrays. So the student's process holds the same stand-in code whichev
 it is tested against: nothing in it (source, module, qualname, bytecode) says which one it is.
 
 Every answer takes as long as the slowest implementation of the op takes on that question, and at
-least FLOOR_SECONDS: after answering, the oracle runs the same question through every other
-implementation (`others`: their answers thrown away, on a memory of their own) and waits out the
-longest, so that timing a call, on inputs of any size, tells no implementation from another. An
+least FLOOR_SECONDS: after answering, the oracle runs the same question through every
+implementation (`others`, this one too: their answers thrown away, each on a memory of its own) and
+waits out the longest, so that timing a call, on inputs of any size, tells no implementation from another. An
 oracle lives for one run; `ctx.memory` is what an implementation may keep from call to call within
 it (a bug that makes a gradient right only on the first call)."""
 
@@ -93,7 +93,9 @@ class Oracle:
 
     def __init__(self, implementation, target, others=()):
         self.implementation, self.target = implementation, target
-        self.others = [other for other in others if other is not implementation]
+        # every implementation, this one too: its own answer to a backward is the backward alone, the
+        # others' a forward and a backward; timed the same way, the one under test cannot be the fastest
+        self.others = list(others)
         self.memory, self.nodes, self.kept_bytes = {}, {}, 0
         self.inputs = {}  # handle: (arrays, options, needs) of its forward, for the others' backward
         self.other_memories = [{} for _ in self.others]

@@ -148,9 +148,34 @@ def _clean_up(child, kill_all):
         if folder and os.path.isdir(folder):
             _empty(folder)
     if kill_all:  # and what it left in the shared temporary folders (the user is the worker's alone)
-        for folder in ("/tmp", "/var/tmp", "/dev/shm"):
+        for folder in ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue"):
             if os.path.isdir(folder):
                 _empty(folder, owner=os.getuid())
+        _remove_sysv_ipc(os.getuid())
+
+
+def _remove_sysv_ipc(uid):
+    """Remove the SysV shared memory, semaphores and message queues `uid` owns: one run's segment
+    read by the next told the tests which implementations had answered what (a hidden one among them)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return
+    for kind, remove in (("shm", lambda i: libc.shmctl(i, 0, None)), ("sem", lambda i: libc.semctl(i, 0, 0)),
+                         ("msg", lambda i: libc.msgctl(i, 0, None))):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as table:
+                header, *rows = [line.split() for line in table]
+        except OSError:
+            continue
+        for row in rows:
+            fields = dict(zip(header, row))
+            if fields.get("uid") == str(uid):
+                ident = fields.get("shmid") or fields.get("semid") or fields.get("msqid")
+                if ident is not None:
+                    remove(int(ident))
 
 
 def _empty(folder, owner=None):
